@@ -1,0 +1,31 @@
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from dlbook import plot
+
+
+def test_style_sets_palette():
+    plot.use_style()
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    assert colors[:3] == plot.PALETTE[:3]
+
+
+def test_to_numpy_accepts_tensors_and_arrays():
+    assert isinstance(plot.to_numpy(torch.ones(2, requires_grad=True)), np.ndarray)
+    assert plot.to_numpy([1, 2]).tolist() == [1, 2]
+
+
+def test_helpers_draw_and_render_png():
+    fig, ax = plt.subplots()
+    X = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+    plot.scatter_classes(ax, X, torch.tensor([-1.0, 1.0]))
+    ax.set_xlim(-1, 2)
+    ax.set_ylim(-1, 2)
+    plot.draw_line(ax, torch.tensor([1.0, 1.0]), -1.0)
+    plot.draw_line(ax, torch.tensor([1.0, 0.0]), -0.5)
+    assert len(ax.lines) == 2 and len(ax.collections) == 2
+    png = plot.figure_to_png(fig)
+    assert png.startswith(b"\x89PNG")
+    assert not plt.fignum_exists(fig.number)
