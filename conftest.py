@@ -46,3 +46,10 @@ def pytest_sessionfinish(session, exitstatus):
             reporter.write_line(f"{path}: {seconds:.1f} s (budget {CHAPTER_BUDGET_S:.0f} s) {mark}")
     if over and session.exitstatus == 0:
         session.exitstatus = 1
+
+
+def pytest_configure(config):
+    """Tiny tensors run fastest on one thread (see dlbook.runtime.set_threads)."""
+    import torch
+
+    torch.set_num_threads(int(os.environ["DLBOOK_NUM_THREADS"]))

@@ -294,3 +294,23 @@ def test_plot_fn_must_return_a_figure():
 def test_interactive_figure_checks_slow():
     with pytest.raises(TypeError, match="slow"):
         interactive_figure(plot_line, PARAMS, slow="yes")
+
+
+def test_static_figure_logs_timings_when_asked(tmp_path, monkeypatch):
+    import json
+
+    from dlbook import interact
+
+    log = tmp_path / "figures.jsonl"
+    monkeypatch.setenv(interact.TIMING_LOG_ENV, str(log))
+    monkeypatch.setenv(interact.FIGURES_ENV, "static")
+
+    def tiny_plot(a=1):
+        fig, ax = plt.subplots(figsize=(1, 1))
+        ax.plot([0, a])
+        return fig
+
+    interact.interactive_figure(tiny_plot, params={"a": [1, 2]})
+    record = json.loads(log.read_text().splitlines()[0])
+    assert record["figure"] == "tiny_plot" and record["grid"] == 2 and record["unique_frames"] == 2
+    assert record["update_s"] > 0 and record["precompute_s"] > 0

@@ -29,3 +29,9 @@ def test_helpers_draw_and_render_png():
     png = plot.figure_to_png(fig)
     assert png.startswith(b"\x89PNG")
     assert not plt.fignum_exists(fig.number)
+
+
+def test_evenly_spaced_keeps_ends_and_count():
+    assert plot.evenly_spaced(range(3), 5) == [0, 1, 2]
+    picked = plot.evenly_spaced(range(101), 5)
+    assert picked == [0, 25, 50, 75, 100]

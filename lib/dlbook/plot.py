@@ -57,6 +57,7 @@ def scatter_classes(ax, X, y, *, size: float = 18, labels=("y = -1", "y = +1")) 
 def draw_line(ax, w, b: float, *, limits=None, **style) -> None:
     """Draw the line w[0] x + w[1] y + b = 0 across the axes' current limits."""
     w = to_numpy(w).astype(float)
+    b = float(to_numpy(b))
     xlim = limits or ax.get_xlim()
     ylim = ax.get_ylim()
     if abs(w[1]) > abs(w[0]):
@@ -68,6 +69,15 @@ def draw_line(ax, w, b: float, *, limits=None, **style) -> None:
     ax.plot(xs, ys, **{"color": "black", "lw": 1.5, **style})
     ax.set_xlim(xlim)
     ax.set_ylim(ylim)
+
+
+def evenly_spaced(items, count: int) -> list:
+    """At most ``count`` items, evenly spaced, keeping the first and the last."""
+    items = list(items)
+    if len(items) <= count:
+        return items
+    positions = np.linspace(0, len(items) - 1, count).round().astype(int)
+    return [items[i] for i in positions]
 
 
 def figure_to_png(fig, *, dpi: int | None = None) -> bytes:

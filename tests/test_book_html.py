@@ -1,0 +1,89 @@
+"""The built book in a real headless Chromium: figures, math, offline."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser_util import launch_chromium, record_requests, serve_directory
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHAPTERS = sorted(path.stem for path in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site():
+    """Build the book (fast when nothing changed) and serve it on localhost."""
+    subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py")], check=True, cwd=ROOT)
+    with serve_directory(HTML) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+def _open(browser, url):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    requests = record_requests(page)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url, wait_until="networkidle")
+    return page, requests, errors
+
+
+def test_intro_page_opens_offline(site, browser):
+    page, requests, errors = _open(browser, site + "index.html")
+    assert "Deep Learning by Experiment" in page.title()
+    page.wait_for_selector("mjx-container", timeout=15000)
+    assert requests.external() == [] and errors == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "intro.png"))
+    page.close()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
+    page, requests, errors = _open(browser, f"{site}book/{chapter}.html")
+    # Math: MathJax (served with the book) turned the dollar math into mjx-containers.
+    page.wait_for_selector("mjx-container", timeout=20000)
+    assert page.locator("mjx-container").count() > 10
+    figures = page.locator("div.dlbook-interact")
+    assert figures.count() >= 1, "the chapter has interactive figures"
+    for index in range(figures.count()):
+        figure = figures.nth(index)
+        figure.scroll_into_view_if_needed()
+        image = figure.locator("img").first
+        before = image.get_attribute("src")
+        slider = figure.locator("input[type=range]").first
+        slider.focus()
+        # Walk the slider until the picture changes: some steps may repeat a frame.
+        changed = False
+        for _ in range(int(slider.get_attribute("max") or 0)):
+            page.keyboard.press("ArrowRight")
+            if image.get_attribute("src") != before:
+                changed = True
+                break
+        assert changed, f"figure {index} of {chapter}: moving the slider did not change the image"
+    # Reference solutions are folded away.
+    solutions = page.locator("details.hide.above-input")
+    assert solutions.count() >= 3
+    assert all(solutions.nth(i).get_attribute("open") is None for i in range(solutions.count()))
+    assert requests.external() == [], requests.external()
+    assert errors == []
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    figures.first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / f"{chapter}.png"))
+    page.screenshot(path=str(SCREENSHOTS / f"{chapter}-full.png"), full_page=True)
+    page.close()
