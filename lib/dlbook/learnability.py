@@ -1,0 +1,369 @@
+"""Learnability beyond parities: flat landscapes, decomposition, conditioning, flat activations (chapter 16).
+
+* Linear-periodic targets (Shamir 2016): the square loss of a cosine neuron
+  cos(w.x) against a target cos(v.x) under Gaussian inputs has a closed form,
+  which shows a landscape that is flat everywhere except near +-v.
+* End-to-end versus decomposition (Shalev-Shwartz et al. 2017, Section 3), on
+  vectors instead of images: the parity of k item labels, learned from the
+  tuple label alone or with the item labels as extra supervision.
+* Conditioning (Section 4): piecewise-linear curves f = W p, the inverse
+  U = W^{-1} (a [1, -2, 1] convolution) and why gradient descent needs a
+  number of steps that grows like a power of n unless the features are whitened.
+* Flat activations (Section 5): a staircase activation has zero derivative,
+  so the gradient never moves, while the "forward-only" update does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch.func import functional_call, grad, hessian, vmap
+
+from .runtime import generator
+from .validation import as_tensor, check_float, check_int
+
+__all__ = ["cosine_loss", "cosine_loss_mc", "cosine_grad", "cosine_hessian",
+           "target_variance", "tuple_data", "TupleRuns", "tuple_scorer", "item_grad_snr",
+           "train_tuples", "integration_matrix", "second_difference_matrix", "pwl_curves",
+           "patch_features", "condition_number", "whitening", "gd_least_squares",
+           "staircase", "train_staircase"]
+
+
+# ---------------------------------------------------------------------------
+# Linear-periodic targets: a cosine neuron under Gaussian inputs
+# ---------------------------------------------------------------------------
+
+def _check_w_v(w, v):
+    w = as_tensor("w", w, dtype=torch.float64)
+    v = as_tensor("v", v, ndim=1, dtype=torch.float64)
+    if w.dim() == 0 or w.shape[-1] != v.shape[0]:
+        raise ValueError(f"w must end in a dimension of size {v.shape[0]} like v, got shape {tuple(w.shape)}")
+    return w, v.to(w.device)
+
+
+def cosine_loss(w, v) -> torch.Tensor:
+    """F(w) = E_x (cos(w.x) - cos(v.x))^2 for x ~ N(0, I), in closed form; w may be a batch (..., d).
+
+    Uses E cos(a.x) = exp(-|a|^2 / 2) and cos a cos b = (cos(a - b) + cos(a + b)) / 2.
+    """
+    w, v = _check_w_v(w, v)
+
+    def e(a):  # E cos(a.x) for a batch of vectors a
+        return torch.exp(-0.5 * (a**2).sum(dim=-1))
+
+    return 0.5 * (1 + e(2 * w)) - e(w - v) - e(w + v) + 0.5 * (1 + e(2 * v))
+
+
+def cosine_loss_mc(w, v, num_samples: int = 100_000, *, seed: int = 0) -> tuple[float, float]:
+    """Monte Carlo estimate of cosine_loss at one w, and its standard error."""
+    w, v = _check_w_v(w, v)
+    if w.dim() != 1:
+        raise ValueError(f"w must be a single vector here, got shape {tuple(w.shape)}")
+    num_samples = check_int("num_samples", num_samples, minimum=2)
+    X = torch.randn(num_samples, v.shape[0], generator=generator(seed), dtype=torch.float64).to(w.device)
+    losses = (torch.cos(X @ w) - torch.cos(X @ v)) ** 2
+    return losses.mean().item(), (losses.std() / math.sqrt(num_samples)).item()
+
+
+def cosine_grad(w, v) -> torch.Tensor:
+    """Closed-form gradient of cosine_loss with respect to w (batch allowed)."""
+    w, v = _check_w_v(w, v)
+
+    def e(a):
+        return torch.exp(-0.5 * (a**2).sum(dim=-1, keepdim=True))
+
+    return -2 * w * e(2 * w) + (w - v) * e(w - v) + (w + v) * e(w + v)
+
+
+def cosine_hessian(w, v) -> torch.Tensor:
+    """Hessian of cosine_loss at one point w (torch.func.hessian of the closed form)."""
+    w, v = _check_w_v(w, v)
+    return hessian(lambda u: cosine_loss(u, v))(w)
+
+
+def target_variance(d: int, radius: float, *, w_norm: float = 1.0, num_targets: int = 20_000,
+                    seed: int = 0) -> float:
+    """Variance across targets v (uniform on the sphere of the given radius) of the gradient at w.
+
+    Shamir's Theorem 2 bounds this; w is a fixed vector of norm w_norm.
+    """
+    d = check_int("d", d, minimum=1)
+    radius = check_float("radius", radius, low=0, low_open=True)
+    w_norm = check_float("w_norm", w_norm, low=0)
+    num_targets = check_int("num_targets", num_targets, minimum=2)
+    directions = torch.randn(num_targets, d, generator=generator(seed), dtype=torch.float64)
+    V = radius * directions / directions.norm(dim=1, keepdim=True)            # (T, d)
+    w = torch.zeros(d, dtype=torch.float64)
+    w[0] = w_norm
+
+    def e(a):
+        return torch.exp(-0.5 * (a**2).sum(dim=-1, keepdim=True))
+
+    # The target-dependent part of the gradient; the rest is the same for every v.
+    b = (w - V) * e(w - V) + (w + V) * e(w + V)                                # (T, d)
+    return ((b - b.mean(dim=0)) ** 2).sum(dim=1).mean().item()
+
+
+# ---------------------------------------------------------------------------
+# End-to-end versus decomposition: the parity of k item labels
+# ---------------------------------------------------------------------------
+
+def tuple_data(num: int, k: int, dim: int = 10, *, seed: int = 0, direction_seed: int = 1234,
+               device="cpu"):
+    """k Gaussian items per example, item labels sign(u.z), tuple label their product.
+
+    Returns Z (num, k, dim), item labels (num, k) and tuple labels (num,). The
+    hidden direction u depends only on ``direction_seed`` so that train and test agree.
+    """
+    num = check_int("num", num, minimum=1)
+    k = check_int("k", k, minimum=1)
+    dim = check_int("dim", dim, minimum=1)
+    u = torch.randn(dim, generator=generator(direction_seed))
+    Z = torch.randn(num, k, dim, generator=generator(seed))
+    items = torch.where(Z @ u > 0, 1.0, -1.0)
+    return Z.to(device), items.to(device), items.prod(dim=1).to(device)
+
+
+def tuple_scorer(num_models: int, k: int, dim: int = 10, hidden: int = 50, head: int = 100, *,
+                 seed: int = 0, device="cpu") -> dict:
+    """Stacked parameters of num_models nets: a shared item scorer dim -> hidden -> 1, a sigmoid,
+    and a head k -> head -> 1 on the k item scores (the paper's architecture, vectors for images)."""
+    gen = generator(check_int("seed", seed, minimum=0))
+
+    def uniform(shape, fan_in):
+        return ((2 * torch.rand(num_models, *shape, generator=gen) - 1) / math.sqrt(fan_in)).to(device)
+
+    shapes = {"s1.weight": ((hidden, dim), dim), "s1.bias": ((hidden,), dim),
+              "s2.weight": ((hidden,), hidden), "s2.bias": ((), hidden),
+              "h1.weight": ((head, k), k), "h1.bias": ((head,), k),
+              "h2.weight": ((head,), head), "h2.bias": ((), head)}
+    return {name: uniform(shape, fan_in).requires_grad_() for name, (shape, fan_in) in shapes.items()}
+
+
+def _item_scores(p: dict, Z: torch.Tensor) -> torch.Tensor:
+    """Scores (..., k) of one net's scorer on items Z (..., k, dim)."""
+    hidden = torch.relu(Z @ p["s1.weight"].T + p["s1.bias"])
+    return hidden @ p["s2.weight"] + p["s2.bias"]
+
+
+def _head(p: dict, scores: torch.Tensor) -> torch.Tensor:
+    """Tuple prediction (...,) of one net's head on the sigmoids of its item scores (..., k)."""
+    hidden = torch.relu(torch.sigmoid(scores) @ p["h1.weight"].T + p["h1.bias"])
+    return hidden @ p["h2.weight"] + p["h2.bias"]
+
+
+def _tuple_output(p: dict, Z: torch.Tensor) -> torch.Tensor:
+    return _head(p, _item_scores(p, Z))
+
+
+def _losses(p, Z, items, labels):
+    """Mean hinge losses of one net: on the tuple label and on the item labels."""
+    scores = _item_scores(p, Z)
+    tuple_loss = torch.relu(1 - labels * _head(p, scores)).mean()
+    item_loss = torch.relu(1 - items * scores).mean()
+    return tuple_loss, item_loss
+
+
+def item_grad_snr(k: int, decompose: bool, *, num_batches: int = 2000, batch_size: int = 100,
+                  seed: int = 0) -> float:
+    """Signal-to-noise ratio at initialisation of the gradient on the scorer's last layer.
+
+    Per-sample gradients come from vmap over grad. Signal ||E g||^2 is estimated without the
+    1/n bias: ||mean g||^2 - tr(Cov g)/n; noise is tr(Cov g). End-to-end (decompose=False)
+    uses the tuple loss, decomposition adds the item loss.
+    """
+    k = check_int("k", k, minimum=1)
+    if not isinstance(decompose, bool):
+        raise TypeError(f"decompose must be True or False, got {decompose!r}")
+    num = check_int("num_batches", num_batches, minimum=2) * check_int("batch_size", batch_size, minimum=1)
+    Z, items, labels = tuple_data(num, k, seed=seed + 1)
+    params = {name: t[0].detach() for name, t in tuple_scorer(1, k, seed=seed).items()}
+    last = {name: params[name] for name in ("s2.weight", "s2.bias")}
+    rest = {name: t for name, t in params.items() if name not in last}
+
+    def sample_loss(last_layer, z, item, label):
+        tuple_loss, item_loss = _losses({**rest, **last_layer}, z[None], item[None], label[None])
+        return tuple_loss + item_loss if decompose else tuple_loss
+
+    grads = vmap(grad(sample_loss), in_dims=(None, 0, 0, 0))(last, Z, items, labels)
+    G = torch.cat([grads["s2.weight"], grads["s2.bias"][:, None]], dim=1).double()  # (num, P)
+    noise = G.var(dim=0).sum()
+    signal = (G.mean(dim=0) ** 2).sum() - noise / num
+    return (signal / noise).item()
+
+
+@dataclass
+class TupleRuns:
+    """Test accuracy of end-to-end and decomposition training for several k."""
+
+    ks: list
+    steps: torch.Tensor       # (E,)
+    end_to_end: torch.Tensor  # (len(ks), E) tuple accuracy
+    decomposed: torch.Tensor  # (len(ks), E)
+
+
+def train_tuples(ks=(1, 2, 3, 4), *, steps: int = 1500, batch_size: int = 200, lr: float = 1e-3,
+                 eval_every: int = 100, test_size: int = 2000, seed: int = 0) -> TupleRuns:
+    """Adam on fresh tuples; for each k one end-to-end and one decomposition net, trained together.
+
+    The two nets of one k start from the same weights and see the same data; the only
+    difference is the extra item loss of the decomposition net.
+    """
+    ks = [check_int("k", k, minimum=1) for k in ks]
+    steps = check_int("steps", steps, minimum=1)
+    eval_every = check_int("eval_every", eval_every, minimum=1)
+    groups = []
+    for i, k in enumerate(ks):
+        one = tuple_scorer(1, k, seed=seed + i)
+        groups.append((k, {n: t.detach().repeat(2, *[1] * (t.dim() - 1)).requires_grad_()
+                           for n, t in one.items()}))
+    opt = torch.optim.Adam([t for _, p in groups for t in p.values()], lr=lr)
+    item_weight = torch.tensor([0.0, 1.0])                      # (end-to-end, decomposition)
+    batched_losses = vmap(_losses, in_dims=(0, None, None, None))
+    tests = [tuple_data(test_size, k, seed=10_000 + k) for k in ks]
+    recorded_steps, accs = [], []
+
+    def record(step):
+        with torch.no_grad():
+            row = [(vmap(_tuple_output, in_dims=(0, None))(p, Z) * labels > 0).float().mean(dim=1)
+                   for (_, p), (Z, _, labels) in zip(groups, tests)]
+        recorded_steps.append(step)
+        accs.append(torch.stack(row))                           # (len(ks), 2)
+
+    record(0)
+    for step in range(1, steps + 1):
+        loss = 0.0
+        for j, (k, p) in enumerate(groups):
+            Z, items, labels = tuple_data(batch_size, k, seed=seed + 1 + step * len(ks) + j)
+            tuple_loss, item_loss = batched_losses(p, Z, items, labels)            # (2,), (2,)
+            loss = loss + (tuple_loss + item_weight * item_loss).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % eval_every == 0 or step == steps:
+            record(step)
+    acc = torch.stack(accs, dim=2)                              # (len(ks), 2, E)
+    return TupleRuns(ks, torch.tensor(recorded_steps), acc[:, 0], acc[:, 1])
+
+
+# ---------------------------------------------------------------------------
+# Conditioning: piecewise-linear curves
+# ---------------------------------------------------------------------------
+
+def integration_matrix(n: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
+    """W with W[i, j] = max(i - j + 1, 0): f = W p turns slope changes p into curve values f."""
+    n = check_int("n", n, minimum=1)
+    i = torch.arange(n, device=device)
+    return torch.clamp(i[:, None] - i[None, :] + 1, min=0).to(dtype)
+
+
+def second_difference_matrix(n: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
+    """U = W^{-1}: ones on the diagonal and second subdiagonal, -2 on the first (a [1, -2, 1] filter)."""
+    n = check_int("n", n, minimum=1)
+    U = torch.eye(n, dtype=dtype, device=device)
+    U -= 2 * torch.diag(torch.ones(n - 1, dtype=dtype, device=device), -1)
+    U += torch.diag(torch.ones(n - 2, dtype=dtype, device=device), -2) if n > 2 else 0
+    return U
+
+
+def pwl_curves(num: int, n: int = 100, k: int = 3, *, seed: int = 0, device="cpu"):
+    """Random piecewise-linear curves: p has k nonzero slope changes U[-1, 1] at distinct knots
+    in [3, n - 4] plus a random offset at 0; returns p (num, n) and f = p W^T (num, n)."""
+    num = check_int("num", num, minimum=1)
+    n = check_int("n", n, minimum=12)
+    k = check_int("k", k, minimum=1, maximum=n - 7)
+    gen = generator(seed)
+    knots = torch.argsort(torch.rand(num, n - 7, generator=gen), dim=1)[:, :k] + 3  # (num, k)
+    p = torch.zeros(num, n, dtype=torch.float64)
+    p.scatter_(1, knots, 2 * torch.rand(num, k, generator=gen, dtype=torch.float64) - 1)
+    p[:, 0] = 2 * torch.rand(num, generator=gen, dtype=torch.float64) - 1
+    p = p.to(device)
+    return p, p @ integration_matrix(n, device=device).T
+
+
+def patch_features(f: torch.Tensor) -> torch.Tensor:
+    """Rows (f_t, f_{t-1}, f_{t-2}) of every curve and position t >= 2: the inputs of a 3-tap filter."""
+    f = as_tensor("f", f, ndim=2)
+    if f.shape[1] < 3:
+        raise ValueError(f"f must have at least 3 columns, got shape {tuple(f.shape)}")
+    windows = f.unfold(1, 3, 1).flip(-1)                        # (num, n - 2, 3), newest first
+    return windows.reshape(-1, 3)
+
+
+def condition_number(C: torch.Tensor) -> float:
+    """Ratio of the largest to the smallest eigenvalue of a symmetric positive definite matrix."""
+    C = as_tensor("C", C, ndim=2, dtype=torch.float64)
+    eig = torch.linalg.eigvalsh(C)
+    if eig[0] <= 0:
+        raise ValueError("C must be positive definite")
+    return (eig[-1] / eig[0]).item()
+
+
+def whitening(C: torch.Tensor) -> torch.Tensor:
+    """C^{-1/2} of a symmetric positive definite matrix (the conditioning of Section 4.1.3)."""
+    C = as_tensor("C", C, ndim=2, dtype=torch.float64)
+    eig, vecs = torch.linalg.eigh(C)
+    if eig[0] <= 0:
+        raise ValueError("C must be positive definite")
+    return vecs @ torch.diag(eig.rsqrt()) @ vecs.T
+
+
+def gd_least_squares(A: torch.Tensor, b: torch.Tensor, steps: int) -> torch.Tensor:
+    """Gradient descent with step 1/L on (1/2N)||A x - b||^2 from x = 0; returns the relative
+    suboptimality (F(x_t) - F*) / (F(x_0) - F*) after each of the ``steps`` steps."""
+    A = as_tensor("A", A, ndim=2, dtype=torch.float64)
+    b = as_tensor("b", b, ndim=1, dtype=torch.float64)
+    steps = check_int("steps", steps, minimum=1)
+    N = A.shape[0]
+    C, c = A.T @ A / N, A.T @ b / N
+    x_star = torch.linalg.solve(C, c)
+
+    def F(x):
+        return 0.5 * ((A @ x - b) ** 2).mean()
+
+    lr = 1 / torch.linalg.eigvalsh(C)[-1]
+    x, f_star = torch.zeros_like(c), F(x_star)
+    start, gaps = F(x) - f_star, []
+    for _ in range(steps):
+        x = x - lr * (C @ x - c)
+        gaps.append(((F(x) - f_star) / start).item())
+    return torch.tensor(gaps)
+
+
+# ---------------------------------------------------------------------------
+# Flat activations: a staircase has zero derivative
+# ---------------------------------------------------------------------------
+
+def staircase(z: torch.Tensor, straight_through: bool = False) -> torch.Tensor:
+    """floor(z); with straight_through the backward pass treats it as the identity."""
+    z = as_tensor("z", z)
+    if straight_through:
+        return z + (torch.floor(z) - z).detach()
+    return torch.floor(z)
+
+
+def train_staircase(straight_through: bool, *, d: int = 5, steps: int = 300, lr: float = 0.05,
+                    batch_size: int = 256, scale: float = 4.0, seed: int = 0) -> torch.Tensor:
+    """Fit w in y = floor(w.x) to targets y = floor(v.x) (x ~ N(0, I), |v| = scale) by gradient steps.
+
+    Returns the distance |w_t - v| after every step. With plain gradients it never moves
+    (the derivative of floor is zero); with the forward-only (straight-through) update it converges.
+    """
+    if not isinstance(straight_through, bool):
+        raise TypeError(f"straight_through must be True or False, got {straight_through!r}")
+    d = check_int("d", d, minimum=1)
+    steps = check_int("steps", steps, minimum=1)
+    gen = generator(seed)
+    v = torch.randn(d, generator=gen, dtype=torch.float64)
+    v = scale * v / v.norm()
+    w = (0.1 * torch.randn(d, generator=gen, dtype=torch.float64)).requires_grad_()
+    distances = []
+    for _ in range(steps):
+        X = torch.randn(batch_size, d, generator=gen, dtype=torch.float64)
+        loss = 0.5 * ((staircase(X @ w, straight_through) - torch.floor(X @ v)) ** 2).mean()
+        (g,) = torch.autograd.grad(loss, w)
+        with torch.no_grad():
+            w -= lr * g
+        distances.append((w - v).norm().item())
+    return torch.tensor(distances)

@@ -1,0 +1,101 @@
+"""Tests of dlbook.sgd_noise: Lyapunov solution, closed form, simulated chains, minibatch SGD."""
+import math
+
+import pytest
+import torch
+
+from dlbook import sgd_noise
+
+H2 = torch.tensor([[3.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+C2 = torch.tensor([[1.0, 0.5], [0.5, 2.0]], dtype=torch.float64)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_lyapunov_solution_satisfies_equation():
+    lr = 0.1
+    sigma = sgd_noise.stationary_covariance(H2, C2, lr)
+    A = torch.eye(2, dtype=torch.float64) - lr * H2
+    assert torch.allclose(sigma, A @ sigma @ A.T + lr ** 2 * C2, atol=1e-15)
+    assert torch.allclose(sigma, sigma.T)
+
+
+def test_diagonal_closed_form_matches_lyapunov_and_small_lr_limit():
+    lam = torch.tensor([10.0, 1.0, 0.1], dtype=torch.float64)
+    c = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
+    closed = sgd_noise.diagonal_stationary_variance(lam, c, 0.05)
+    assert torch.allclose(closed, sgd_noise.stationary_covariance(torch.diag(lam), torch.diag(c), 0.05).diagonal())
+    tiny = sgd_noise.diagonal_stationary_variance(lam, c, 1e-6)
+    assert torch.allclose(tiny, 1e-6 * c / (2 * lam), rtol=1e-5)
+
+
+def test_simulated_chains_match_lyapunov_nondiagonal():
+    stats = sgd_noise.simulate_quadratic_sgd(H2, C2, 0.1, steps=1500, num_chains=1000, window=1000, seed=1)
+    predicted = sgd_noise.stationary_covariance(H2, C2, 0.1)
+    assert torch.allclose(stats.covariance.diagonal(), predicted.diagonal(), rtol=0.05)
+    assert abs(stats.covariance[0, 1] - predicted[0, 1]) < 0.1 * predicted.diagonal().min()
+
+
+def test_simulated_chains_forget_start():
+    stats = sgd_noise.simulate_quadratic_sgd(torch.eye(2, dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64),
+                                             0.5, steps=60, num_chains=2, window=1, start=[1.0, -2.0])
+    assert torch.allclose(stats.final, torch.tensor([[0.5 ** 60, -2 * 0.5 ** 60]] * 2, dtype=torch.float64))
+
+
+def test_autocorrelation_time():
+    assert sgd_noise.autocorrelation_time(0.01, 0.05) == pytest.approx(-1 / math.log(1 - 5e-4))
+    assert sgd_noise.autocorrelation_time(0.01, 0.05) == pytest.approx(2000, rel=1e-3)
+
+
+def test_least_squares_problem_gradients_vanish_at_optimum():
+    problem = sgd_noise.least_squares_problem(256, (2.0, 0.5), seed=3)
+    X, y = problem.X, problem.y
+    assert torch.allclose(X.T @ (X @ problem.theta_star - y), torch.zeros(2, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(problem.hessian, X.T @ X / 256)
+    assert torch.allclose(sgd_noise.minibatch_noise_covariance(problem, 4), problem.gradient_covariance / 4)
+
+
+def test_minibatch_sgd_matches_exact_prediction():
+    problem = sgd_noise.least_squares_problem(seed=0)
+    spread = sgd_noise.minibatch_sgd_spread(problem, 0.2, 4, steps=1500, num_chains=200, window=1000, seed=2).covariance
+    exact = sgd_noise.least_squares_sgd_covariance(problem, 0.2, 4)
+    additive = sgd_noise.stationary_covariance(problem.hessian, sgd_noise.minibatch_noise_covariance(problem, 4), 0.2)
+    assert torch.allclose(spread.diagonal(), exact.diagonal(), rtol=0.06)
+    assert torch.all(exact.diagonal() > 1.15 * additive.diagonal())
+
+
+def test_noise_model():
+    lam = torch.tensor([4.0, 1.0])
+    assert sgd_noise.noise_model(lam, "isotropic", 2.0).tolist() == [2.0, 2.0]
+    assert sgd_noise.noise_model(lam, "curvature", 2.0).tolist() == [2.0, 0.5]
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="lr"):
+        sgd_noise.stationary_covariance(H2, C2, 1.0)
+    with pytest.raises(ValueError, match="lr"):
+        sgd_noise.stationary_covariance(H2, C2, -0.1)
+    with pytest.raises(ValueError, match="H"):
+        sgd_noise.stationary_covariance(torch.tensor([[1.0, 2.0], [0.0, 1.0]]), C2, 0.1)
+    with pytest.raises(ValueError, match="C"):
+        sgd_noise.stationary_covariance(H2, torch.eye(3), 0.1)
+    with pytest.raises(ValueError, match="noise_variances"):
+        sgd_noise.diagonal_stationary_variance([1.0, 2.0], [1.0], 0.1)
+    with pytest.raises(TypeError, match="lr"):
+        sgd_noise.diagonal_stationary_variance([1.0], [1.0], "0.1")
+    with pytest.raises(ValueError, match="window"):
+        sgd_noise.simulate_quadratic_sgd(H2, C2, 0.1, steps=10, window=20)
+    with pytest.raises(TypeError, match="problem"):
+        sgd_noise.minibatch_sgd_spread(None, 0.1, 4)
+    with pytest.raises(ValueError, match="batch_size"):
+        sgd_noise.minibatch_noise_covariance(sgd_noise.least_squares_problem(16), 0)
+    with pytest.raises(ValueError, match="too large"):
+        sgd_noise.least_squares_sgd_covariance(sgd_noise.least_squares_problem(), 0.3, 1)
+    with pytest.raises(ValueError, match="kind"):
+        sgd_noise.noise_model([1.0], "white")
