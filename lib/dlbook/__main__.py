@@ -3,6 +3,7 @@
 Commands:
   student   write the student edition of chapters (solutions replaced by stubs)
   grade     grade a folder of submitted notebooks against a chapter's checks
+  bench     time each chapter end to end and each interactive figure's update
 
 Adding a command: write ``_add_NAME(subparsers)`` that adds a subparser and
 sets ``func`` (a function taking the parsed arguments and returning an exit
@@ -81,8 +82,33 @@ def _run_grade(args) -> int:
     return 0
 
 
+def _add_bench(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="time each chapter and each interactive figure",
+        description="Run chapters as the book build does (static figures, strict checks, one "
+                    "thread), each in a fresh kernel, and print each chapter's end-to-end time "
+                    "and each interactive figure's update time at its defaults.")
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER",
+                        help="notebook path or slug such as 01_neurons (default: all chapters)")
+    parser.add_argument("--book", default="book",
+                        help="folder of the chapter notebooks (default: %(default)s)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.set_defaults(func=_run_bench)
+
+
+def _run_bench(args) -> int:
+    from .bench import main as bench
+
+    try:
+        bench(args.book, args.chapters or None, args.json)
+    except ValueError as err:
+        print(f"dlbook bench: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 #: Every command's ``_add_...`` function, in the order --help lists them.
-COMMANDS = [_add_student, _add_grade]
+COMMANDS = [_add_student, _add_grade, _add_bench]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,18 +24,12 @@ BOOK_ENV = {"DLBOOK_FIGURES": "static", "DLBOOK_CHECKS": "strict", "DLBOOK_NUM_T
 
 def chapter_paths(book_dir: Path, chapters=None) -> list[Path]:
     """Chapter notebooks named by path or slug (``01_neurons``); all of them by default."""
-    book_dir = Path(book_dir)
+    from .exercises.notebook import chapter_notebooks
+    from .exercises.student import resolve_chapter
+
     if not chapters:
-        return sorted(book_dir.glob("[0-9][0-9]_*.ipynb"))
-    paths = []
-    for chapter in chapters:
-        path = Path(chapter)
-        if not path.suffix:
-            path = book_dir / f"{chapter}.ipynb"
-        if not path.exists():
-            raise ValueError(f"chapters: no notebook {path}")
-        paths.append(path)
-    return paths
+        return chapter_notebooks(book_dir)
+    return [resolve_chapter(book_dir, chapter) for chapter in chapters]
 
 
 def time_chapter(path: Path, timeout: int = 600) -> dict:
