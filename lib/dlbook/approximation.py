@@ -1,0 +1,396 @@
+"""What networks can express: explicit constructions, checked exactly (Chapter 2).
+
+* Universal approximation with sigmoids: a staircase of steep sigmoids that
+  averages samples of the target, and random ridge features fitted by least
+  squares (which fail for a polynomial activation).
+* ReLU interpolation: the Lebesgue form of a piecewise-linear function.
+* Depth separation: the tent map with two ReLUs per layer, whose L-fold
+  composition (the sawtooth) has 2^L pieces, and the best one-hidden-layer fits.
+* Boolean functions: XOR and n-bit parity with one hidden layer of n ReLUs,
+  and a recurrent cell of one ReLU that computes parity of any length.
+
+Networks are ``torch.nn`` modules with hand-set weights (float64 by default,
+where the constructions are exact).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from .runtime import generator
+from .validation import as_tensor, check_choice, check_float, check_int
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+
+def _linear(weight, bias, *, device, dtype) -> nn.Linear:
+    """An nn.Linear holding the given weight (out, in) and bias (out,)."""
+    weight = torch.as_tensor(weight, dtype=torch.float64)
+    bias = torch.as_tensor(bias, dtype=torch.float64)
+    layer = nn.Linear(weight.shape[1], weight.shape[0], dtype=dtype)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+    return layer.to(device)
+
+
+def _check_dtype(dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    return dtype
+
+
+def _points(name: str, x) -> torch.Tensor:
+    """A 1-D floating tensor of evaluation points."""
+    x = as_tensor(name, x)
+    if x.dim() != 1:
+        raise ValueError(f"{name} must be a 1-D tensor of points, got shape {tuple(x.shape)}")
+    return x if x.is_floating_point() else x.to(torch.float64)
+
+
+def evaluate(model: nn.Module, x) -> torch.Tensor:
+    """A scalar-input, scalar-output network on a 1-D tensor of points, as a 1-D tensor (Chapter 2)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    x = _points("x", x)
+    parameter = next(model.parameters())
+    with torch.no_grad():
+        return model(x.to(parameter.device, parameter.dtype)[:, None])[:, 0]  # (N, 1) -> (N,)
+
+
+# ---------------------------------------------------------------------------
+# Sigmoid networks: the staircase construction and random features
+# ---------------------------------------------------------------------------
+
+def staircase_knots(num_units: int, low: float, high: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample points c_0..c_m (uniform) and step positions t_i = (c_{i-1} + c_i)/2 (Chapter 2)."""
+    num_units = check_int("num_units", num_units, minimum=1)
+    low, high = _interval(low, high)
+    samples = torch.linspace(low, high, num_units + 1, dtype=torch.float64)
+    return samples, 0.5 * (samples[:-1] + samples[1:])
+
+
+def _interval(low, high) -> tuple[float, float]:
+    low, high = check_float("low", low), check_float("high", high)
+    if not low < high:
+        raise ValueError(f"low must be smaller than high, got low={low}, high={high}")
+    return low, high
+
+
+def sigmoid_staircase(target: Callable, num_units: int, sharpness: float, low: float, high: float,
+                      *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """One hidden layer of sigmoids approximating ``target`` on [low, high] (Chapter 2).
+
+    Unit i is a soft step sigma(k (x - t_i)) halfway between samples c_{i-1}
+    and c_i, with height target(c_i) - target(c_{i-1}); the output bias is
+    target(c_0). The steepness is k = sharpness / h for the sample spacing h.
+    """
+    if not callable(target):
+        raise TypeError(f"target must be a function of a tensor, got {type(target).__name__}")
+    sharpness = check_float("sharpness", sharpness, low=0.0, low_open=True)
+    dtype = _check_dtype(dtype)
+    samples, steps = staircase_knots(num_units, low, high)
+    values = torch.as_tensor(target(samples), dtype=torch.float64)
+    if values.shape != samples.shape:
+        raise ValueError(f"target must return one value per point, got shape {tuple(values.shape)}")
+    steepness = sharpness / (samples[1] - samples[0])
+    hidden = _linear(torch.full((num_units, 1), float(steepness), dtype=torch.float64), -steepness * steps,
+                     device=device, dtype=dtype)
+    output = _linear(values.diff()[None, :], values[:1], device=device, dtype=dtype)
+    return nn.Sequential(hidden, nn.Sigmoid(), output)
+
+
+def staircase_weights(x, num_units: int, sharpness: float, low: float, high: float) -> torch.Tensor:
+    """Weights w_i(x) >= 0, summing to 1, with which the staircase averages target(c_i) (Chapter 2).
+
+    w_0 = 1 - s_1, w_i = s_i - s_{i+1}, w_m = s_m for the soft steps s_i(x).
+    Shape (len(x), num_units + 1).
+    """
+    x = _points("x", x).to(torch.float64)
+    sharpness = check_float("sharpness", sharpness, low=0.0, low_open=True)
+    samples, steps = staircase_knots(num_units, low, high)
+    steepness = sharpness / (samples[1] - samples[0])
+    soft_steps = torch.sigmoid(steepness * (x[:, None] - steps.to(x.device)[None, :]))  # (N, m)
+    ones = torch.ones_like(x)[:, None]
+    padded = torch.cat([ones, soft_steps, torch.zeros_like(ones)], dim=1)               # (N, m + 2)
+    return padded[:, :-1] - padded[:, 1:]
+
+
+def staircase_error_bound(x, lipschitz: float, num_units: int, sharpness: float, low: float,
+                          high: float) -> torch.Tensor:
+    """Pointwise bound L * sum_i w_i(x) |x - c_i| on |staircase - target| for an L-Lipschitz target (Chapter 2)."""
+    lipschitz = check_float("lipschitz", lipschitz, low=0.0)
+    x = _points("x", x).to(torch.float64)
+    samples, _ = staircase_knots(num_units, low, high)
+    weights = staircase_weights(x, num_units, sharpness, low, high)
+    return lipschitz * (weights * (x[:, None] - samples.to(x.device)[None, :]).abs()).sum(dim=1)
+
+
+ACTIVATIONS = {
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "relu": torch.relu,
+    "square": torch.square,
+}
+
+
+def ridge_features(x, num_units: int, activation: str = "sigmoid", *, scale: float = 3.0,
+                   seed: int = 0) -> torch.Tensor:
+    """Features phi(a_i x + b_i) with random a_i ~ N(0, scale²), b_i ~ N(0, scale²) (Chapter 2).
+
+    Shape (len(x), num_units); the parameters are drawn on the CPU from ``seed``.
+    """
+    x = _points("x", x).to(torch.float64)
+    num_units = check_int("num_units", num_units, minimum=1)
+    check_choice("activation", activation, ACTIVATIONS)
+    scale = check_float("scale", scale, low=0.0, low_open=True)
+    rng = generator(check_int("seed", seed, minimum=0))
+    slopes = (torch.randn(num_units, generator=rng, dtype=torch.float64) * scale).to(x.device)
+    offsets = (torch.randn(num_units, generator=rng, dtype=torch.float64) * scale).to(x.device)
+    return ACTIVATIONS[activation](x[:, None] * slopes[None, :] + offsets[None, :])
+
+
+def random_feature_fit(x, y, num_units: int, activation: str = "sigmoid", *, scale: float = 3.0,
+                       seed: int = 0) -> torch.Tensor:
+    """Least-squares fit of y by a bias plus random ridge features; returns the fitted values (Chapter 2)."""
+    x = _points("x", x).to(torch.float64)
+    y = _points("y", y).to(torch.float64)
+    if y.shape != x.shape:
+        raise ValueError(f"y must have the same shape as x, got {tuple(y.shape)} and {tuple(x.shape)}")
+    features = ridge_features(x, num_units, activation, scale=scale, seed=seed)
+    design = torch.cat([torch.ones_like(x)[:, None], features], dim=1)  # (N, m + 1)
+    coefficients = torch.linalg.lstsq(design.cpu(), y.cpu()[:, None], driver="gelsd").solution
+    return (design @ coefficients.to(x.device))[:, 0]
+
+
+# ---------------------------------------------------------------------------
+# ReLU networks: the Lebesgue form of a piecewise-linear interpolant
+# ---------------------------------------------------------------------------
+
+class LebesgueForm(NamedTuple):
+    """g(x) = slope * x + intercept + sum_i coefficients[i] * relu(x - breakpoints[i])."""
+
+    slope: float
+    intercept: float
+    coefficients: torch.Tensor
+    breakpoints: torch.Tensor
+
+
+def lebesgue_form(knots, values) -> LebesgueForm:
+    """The piecewise-linear interpolant of (knots, values) as an affine map plus m - 1 ReLUs (Chapter 2).
+
+    The first slope gives the affine part; each interior knot carries one ReLU
+    whose coefficient is the change of slope there.
+    """
+    knots = _points("knots", knots).to(torch.float64)
+    values = _points("values", values).to(torch.float64)
+    if knots.shape != values.shape or len(knots) < 2:
+        raise ValueError(f"knots and values must have the same length >= 2, got "
+                         f"{len(knots)} and {len(values)}")
+    if not torch.all(knots.diff() > 0):
+        raise ValueError("knots must be strictly increasing")
+    slopes = values.diff() / knots.diff()
+    slope = float(slopes[0])
+    return LebesgueForm(slope, float(values[0] - slope * knots[0]), slopes.diff(), knots[1:-1])
+
+
+def relu_interpolant(knots, values, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """One-hidden-layer ReLU net equal to the interpolant of (knots, values) on [knots[0], inf) (Chapter 2).
+
+    Its m units sit at knots[0..m-1]: the unit at the first knot supplies the
+    first slope (relu(x - x_0) = x - x_0 there), so no affine skip is needed.
+    """
+    form = lebesgue_form(knots, values)
+    knots = _points("knots", knots).to(torch.float64)
+    positions = knots[:-1]
+    jumps = torch.cat([torch.tensor([form.slope], dtype=torch.float64), form.coefficients])
+    hidden = _linear(torch.ones(len(positions), 1), -positions, device=device, dtype=dtype)
+    output = _linear(jumps[None, :], knots[:1] * form.slope + form.intercept,
+                     device=device, dtype=dtype)
+    return nn.Sequential(hidden, nn.ReLU(), output)
+
+
+# ---------------------------------------------------------------------------
+# Depth separation: tent map and sawtooth
+# ---------------------------------------------------------------------------
+
+def tent_map(x) -> torch.Tensor:
+    """t(x) = 2x on [0, 1/2] and 2 - 2x on [1/2, 1] (Chapter 2)."""
+    x = _points("x", x)
+    return torch.minimum(2 * x, 2 - 2 * x)
+
+
+def sawtooth(x, depth: int) -> torch.Tensor:
+    """The depth-fold composition of the tent map: 2^(depth-1) teeth on [0, 1] (Chapter 2)."""
+    depth = check_int("depth", depth, minimum=0)
+    x = _points("x", x)
+    for _ in range(depth):
+        x = tent_map(x)
+    return x
+
+
+#: One tent layer on the outputs (h1, h2) = (relu(u), relu(u - 1/2)) of the previous one:
+#: t(u) = 2 h1 - 4 h2, fed into the next pair of units.
+_TENT_OUT = torch.tensor([[2.0, -4.0]], dtype=torch.float64)
+_TENT_BIAS = torch.tensor([0.0, -0.5], dtype=torch.float64)
+
+
+def sawtooth_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """Width-2 ReLU net with ``depth`` hidden layers computing the sawtooth on [0, 1] exactly (Chapter 2)."""
+    depth = check_int("depth", depth, minimum=1)
+    dtype = _check_dtype(dtype)
+    layers = [_linear(torch.ones(2, 1), _TENT_BIAS, device=device, dtype=dtype), nn.ReLU()]
+    for _ in range(depth - 1):
+        # Two units of the next layer both read t = 2 h1 - 4 h2: weight [[2, -4], [2, -4]].
+        layers += [_linear(_TENT_OUT.repeat(2, 1), _TENT_BIAS, device=device, dtype=dtype), nn.ReLU()]
+    layers.append(_linear(_TENT_OUT, torch.zeros(1), device=device, dtype=dtype))
+    return nn.Sequential(*layers)
+
+
+def montufar_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """Width-2 net: depth - 1 tent layers, then relu(1/3 - t) + relu(t - 2/3); 3 * 2^(depth-1) pieces (Chapter 2)."""
+    depth = check_int("depth", depth, minimum=1)
+    dtype = _check_dtype(dtype)
+    last_weight = torch.tensor([[-1.0], [1.0]], dtype=torch.float64)
+    last_bias = torch.tensor([1 / 3, -2 / 3], dtype=torch.float64)
+    if depth == 1:
+        layers = [_linear(last_weight, last_bias, device=device, dtype=dtype), nn.ReLU()]
+    else:
+        layers = list(sawtooth_network(depth - 1, device=device, dtype=dtype))[:-1]
+        # The last layer reads t = 2 h1 - 4 h2 and applies u -> (1/3 - u, u - 2/3).
+        layers += [_linear(last_weight @ _TENT_OUT, last_bias, device=device, dtype=dtype), nn.ReLU()]
+    layers.append(_linear(torch.ones(1, 2), torch.zeros(1), device=device, dtype=dtype))
+    return nn.Sequential(*layers)
+
+
+class ShallowFit(NamedTuple):
+    """A one-hidden-layer ReLU net fitted to the sawtooth, with its exact errors."""
+
+    model: nn.Sequential
+    sup_error: float
+    mse: float
+
+
+def shallow_sawtooth_fit(depth: int, num_units: int, *, device="cpu") -> ShallowFit:
+    """Least-squares fit of the sawtooth by relu(x - j/m), j < m, plus a bias (Chapter 2).
+
+    Both functions are piecewise linear, so the error is exact: its maximum is
+    attained at a breakpoint of one of them, and the squared error is
+    integrated piece by piece (Simpson's rule is exact for quadratics).
+    """
+    depth = check_int("depth", depth, minimum=1)
+    num_units = check_int("num_units", num_units, minimum=1)
+    positions = torch.arange(num_units, dtype=torch.float64) / num_units
+    # All breakpoints of target and model; the error is affine between them.
+    nodes = torch.unique(torch.cat([torch.arange(2**depth + 1, dtype=torch.float64) / 2**depth,
+                                    positions, torch.ones(1, dtype=torch.float64)]))
+    left, right = nodes[:-1], nodes[1:]
+    # Least squares in the L2([0, 1]) sense: Gram matrix by exact Simpson quadrature per piece.
+    quad_x = torch.stack([left, 0.5 * (left + right), right], dim=1).reshape(-1)          # (3P,)
+    quad_w = ((right - left)[:, None] * torch.tensor([1 / 6, 4 / 6, 1 / 6], dtype=torch.float64)).reshape(-1)
+    design = torch.cat([torch.ones(len(quad_x), 1, dtype=torch.float64),
+                        torch.relu(quad_x[:, None] - positions[None, :])], dim=1)         # (3P, m + 1)
+    target = sawtooth(quad_x, depth)
+    root_w = quad_w.sqrt()[:, None]
+    coefficients = torch.linalg.lstsq(root_w * design, root_w[:, 0] * target, driver="gelsd").solution
+    model = nn.Sequential(_linear(torch.ones(num_units, 1), -positions, device=device, dtype=torch.float64),
+                          nn.ReLU(),
+                          _linear(coefficients[None, 1:], coefficients[:1], device=device,
+                                  dtype=torch.float64))
+    residual = design @ coefficients - target
+    sup_error = float(residual.abs().max())
+    mse = float((quad_w * residual**2).sum())
+    return ShallowFit(model, sup_error, mse)
+
+
+def shallow_units_lower_bound(depth: int) -> int:
+    """2^(depth-1): fewer hidden units give sup error >= 1/2 on the sawtooth, for any one-hidden-layer net (Chapter 2)."""
+    return 2 ** (check_int("depth", depth, minimum=1) - 1)
+
+
+# ---------------------------------------------------------------------------
+# Boolean functions: XOR and parity
+# ---------------------------------------------------------------------------
+
+def boolean_cube(num_bits: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """All 2^n points of {0, 1}^n as rows, in binary counting order (Chapter 2)."""
+    num_bits = check_int("num_bits", num_bits, minimum=1, maximum=24)
+    codes = torch.arange(2**num_bits)
+    shifts = torch.arange(num_bits - 1, -1, -1)
+    return ((codes[:, None] >> shifts[None, :]) & 1).to(device=device, dtype=_check_dtype(dtype))
+
+
+def parity(X) -> torch.Tensor:
+    """x_1 XOR ... XOR x_n for each row of a 0/1 matrix (Chapter 2)."""
+    X = as_tensor("X", X, ndim=2)
+    return X.round().long().sum(dim=1) % 2
+
+
+def parity_network(num_bits: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """n ReLUs computing n-bit parity: relu(s) + sum_j 2(-1)^j relu(s - j), s = sum x_i (Chapter 2).
+
+    This interpolates j -> j mod 2 linearly between the integers 0..n.
+    """
+    num_bits = check_int("num_bits", num_bits, minimum=1)
+    thresholds = torch.arange(num_bits, dtype=torch.float64)
+    signs = torch.where(thresholds % 2 == 0, 1.0, -1.0).to(torch.float64)
+    out_weights = torch.where(thresholds == 0, 1.0, 2.0 * signs)
+    hidden = _linear(torch.ones(num_bits, num_bits), -thresholds, device=device, dtype=dtype)
+    output = _linear(out_weights[None, :], torch.zeros(1), device=device, dtype=dtype)
+    return nn.Sequential(hidden, nn.ReLU(), output)
+
+
+class ParityCell(nn.Module):
+    """Recurrent cell with one ReLU: a = h + x, h' = a - 2 relu(a - 1) = h XOR x on bits (Chapter 2)."""
+
+    def __init__(self, *, device="cpu", dtype: torch.dtype = torch.float64):
+        super().__init__()
+        # Input a = h + x; output h' = a - 2 relu(a - 1): a linear read-in and read-out around one ReLU.
+        self.read_in = _linear(torch.ones(1, 2), torch.tensor([-1.0]), device=device, dtype=dtype)
+        self.skip = _linear(torch.ones(1, 2), torch.zeros(1), device=device, dtype=dtype)
+
+    def forward(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        hx = torch.stack([h, x], dim=-1)  # (batch, 2)
+        return (self.skip(hx) - 2 * torch.relu(self.read_in(hx)))[..., 0]
+
+
+def recurrent_parity(X, cell: ParityCell | None = None) -> torch.Tensor:
+    """Run the parity cell over the columns of a 0/1 matrix (batch, length), from h = 0 (Chapter 2)."""
+    X = as_tensor("X", X, ndim=2)
+    X = X if X.is_floating_point() else X.to(torch.float64)
+    if cell is None:
+        cell = ParityCell(device=X.device, dtype=X.dtype)
+    if not isinstance(cell, ParityCell):
+        raise TypeError(f"cell must be a ParityCell, got {type(cell).__name__}")
+    h = torch.zeros(X.shape[0], device=X.device, dtype=X.dtype)
+    with torch.no_grad():
+        for t in range(X.shape[1]):  # a recurrence: one step per sequence position
+            h = cell(h, X[:, t])
+    return h
+
+
+def parity_implicants(num_bits: int) -> list[tuple]:
+    """Every AND-term (a partial assignment, None = free) on which parity is always 1 (Chapter 2).
+
+    Brute force over all 3^n terms; the answer is the 2^(n-1) full minterms of
+    odd weight, which is why a DNF (OR of ANDs) of parity needs 2^(n-1) terms.
+    """
+    num_bits = check_int("num_bits", num_bits, minimum=1, maximum=10)
+    cube = boolean_cube(num_bits, dtype=torch.float64)
+    odd = parity(cube) == 1
+    implicants = []
+    for term in itertools.product((None, 0, 1), repeat=num_bits):
+        covered = torch.ones(len(cube), dtype=torch.bool)
+        for i, value in enumerate(term):
+            if value is not None:
+                covered &= cube[:, i] == value
+        if torch.all(odd[covered]):
+            implicants.append(term)
+    return implicants

@@ -1,0 +1,449 @@
+"""Regularization: weight decay, early stopping, dropout, augmentation, label smoothing, distillation (Chapter 4).
+
+The linear least-squares pieces (ridge and gradient descent in the eigenbasis
+of XᵀX) are exact formulas, so the chapter can compare early stopping and
+weight decay without noise; the rest are small building blocks for the
+digits experiments of the chapter (label noise, shifted digits, distillation).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .runtime import generator
+from .train import accuracy, fit
+from .validation import as_tensor, check_choice, check_finite, check_float, check_int, check_same_length
+
+
+def _check_device(device) -> torch.device:
+    try:
+        return torch.device(device)
+    except (TypeError, RuntimeError) as err:
+        raise TypeError(f"device must be a torch.device or a string such as 'cpu', got {device!r}") from err
+
+
+def _check_logits(name: str, logits) -> torch.Tensor:
+    logits = as_tensor(name, logits, ndim=2)
+    if not logits.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {logits.dtype}")
+    if logits.shape[1] < 2:
+        raise ValueError(f"{name} must have at least two classes (columns), got shape {tuple(logits.shape)}")
+    return logits
+
+
+def _check_labels(name: str, y, num_rows: int, num_classes: int) -> torch.Tensor:
+    y = as_tensor(name, y, ndim=1)
+    if y.is_floating_point() or y.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class indices, got dtype {y.dtype}")
+    if len(y) != num_rows:
+        raise ValueError(f"{name} must have {num_rows} entries (one per row of the logits), got {len(y)}")
+    if len(y) and (y.min() < 0 or y.max() >= num_classes):
+        raise ValueError(f"{name} must lie in 0..{num_classes - 1}, got values in "
+                         f"{y.min().item()}..{y.max().item()}")
+    return y
+
+
+# ---------------------------------------------------------------------------
+# Weight decay: as an L2 penalty and decoupled
+# ---------------------------------------------------------------------------
+
+def l2_penalty(parameters, mu: float) -> torch.Tensor:
+    """μ/2 Σ‖θ‖²: the penalty whose gradient is μθ, i.e. coupled weight decay (Chapter 4)."""
+    mu = check_float("mu", mu, low=0.0)
+    parameters = list(parameters)
+    if not parameters or not all(isinstance(p, torch.Tensor) for p in parameters):
+        raise TypeError("parameters must be a non-empty iterable of tensors")
+    return 0.5 * mu * sum(p.pow(2).sum() for p in parameters)
+
+
+def weight_decay_step(theta, grad, lr: float, mu: float) -> torch.Tensor:
+    """One gradient step on loss + μ/2‖θ‖²: (1 − ημ)θ − η∇ℓ (Chapter 4; the source's sign is wrong)."""
+    theta = as_tensor("theta", theta)
+    grad = as_tensor("grad", grad)
+    if theta.shape != grad.shape:
+        raise ValueError(f"grad must have the shape of theta {tuple(theta.shape)}, got {tuple(grad.shape)}")
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    mu = check_float("mu", mu, low=0.0)
+    return (1.0 - lr * mu) * theta - lr * grad
+
+
+#: How the weight decay enters a run of :func:`decay_trajectory`.
+DECAY_MODES = ("l2", "coupled", "decoupled")
+
+
+def decay_trajectory(X, y, *, optimizer: str, mode: str, mu: float, lr: float, steps: int,
+                     momentum: float = 0.0) -> torch.Tensor:
+    """Weights of least squares 1/(2N)‖Xw − y‖² over ``steps`` steps from w = 0 (Chapter 4).
+
+    ``mode``: "l2" adds μ/2‖w‖² to the loss; "coupled" passes ``weight_decay=μ`` to
+    torch.optim.SGD/Adam (which adds μw to the gradient); "decoupled" shrinks
+    w by (1 − ημ) outside the optimizer (torch.optim.AdamW for Adam). Returns
+    the (steps + 1, d) trajectory in the dtype of X.
+    """
+    X = check_finite("X", as_tensor("X", X, ndim=2))
+    y = check_finite("y", as_tensor("y", y, ndim=1))
+    check_same_length("X", X, "y", y)
+    if not X.is_floating_point():
+        raise TypeError(f"X must be a floating-point tensor, got dtype {X.dtype}")
+    check_choice("optimizer", optimizer, ("sgd", "adam"))
+    check_choice("mode", mode, DECAY_MODES)
+    mu = check_float("mu", mu, low=0.0)
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    steps = check_int("steps", steps, minimum=0)
+    momentum = check_float("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    w = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device, requires_grad=True)
+    in_optimizer = mu if mode == "coupled" else 0.0
+    if optimizer == "sgd":
+        opt = torch.optim.SGD([w], lr=lr, momentum=momentum, weight_decay=in_optimizer)
+    elif mode == "decoupled":
+        opt = torch.optim.AdamW([w], lr=lr, weight_decay=mu)
+    else:
+        opt = torch.optim.Adam([w], lr=lr, weight_decay=in_optimizer)
+    path = [w.detach().clone()]
+    for _ in range(steps):
+        loss = 0.5 * (X @ w - y).pow(2).mean()
+        if mode == "l2":
+            loss = loss + l2_penalty([w], mu)
+        opt.zero_grad()
+        loss.backward()
+        if mode == "decoupled" and optimizer == "sgd":
+            with torch.no_grad():
+                w.mul_(1.0 - lr * mu)  # SGDW: shrink first, then the plain gradient step
+        opt.step()
+        path.append(w.detach().clone())
+    return torch.stack(path)
+
+
+# ---------------------------------------------------------------------------
+# Early stopping versus ridge on linear least squares
+# ---------------------------------------------------------------------------
+
+def _check_eigenvalues(eigenvalues) -> torch.Tensor:
+    eigenvalues = as_tensor("eigenvalues", eigenvalues, ndim=1).double()
+    if torch.any(eigenvalues < 0):
+        raise ValueError("eigenvalues must be >= 0 (they are eigenvalues of XᵀX/N)")
+    return eigenvalues
+
+
+def ridge_shrinkage(eigenvalues, mu: float) -> torch.Tensor:
+    """Factor λ/(λ + μ) by which ridge shrinks the least-squares solution along each eigenvector (Chapter 4)."""
+    eigenvalues = _check_eigenvalues(eigenvalues)
+    mu = check_float("mu", mu, low=0.0, low_open=True)
+    return eigenvalues / (eigenvalues + mu)
+
+
+def early_stopping_shrinkage(eigenvalues, lr: float, steps: int) -> torch.Tensor:
+    """Factor 1 − (1 − ηλ)^t reached by t gradient steps from 0 along each eigenvector (Chapter 4)."""
+    eigenvalues = _check_eigenvalues(eigenvalues)
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    steps = check_int("steps", steps, minimum=0)
+    if torch.any(lr * eigenvalues >= 2):
+        raise ValueError(f"lr must be below 2/λ_max = {2 / eigenvalues.max().item():.4g} for gradient "
+                         f"descent to converge, got {lr}")
+    return 1.0 - (1.0 - lr * eigenvalues) ** steps
+
+
+def equivalent_steps(lr: float, mu: float) -> float:
+    """t ≈ 1/(ημ): the number of steps at which early stopping acts like weight decay μ (Chapter 4)."""
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    mu = check_float("mu", mu, low=0.0, low_open=True)
+    return 1.0 / (lr * mu)
+
+
+def ridge_solution(X, y, mu: float) -> torch.Tensor:
+    """argmin 1/(2N)‖Xw − y‖² + μ/2‖w‖², i.e. (XᵀX/N + μI)⁻¹ Xᵀy/N, in float64 (Chapter 4)."""
+    X = as_tensor("X", X, ndim=2).double()
+    y = as_tensor("y", y, ndim=1).double()
+    check_same_length("X", X, "y", y)
+    mu = check_float("mu", mu, low=0.0)
+    gram = X.T @ X / len(X)
+    eye = torch.eye(X.shape[1], dtype=torch.float64, device=X.device)
+    return torch.linalg.solve(gram + mu * eye, X.T @ y / len(X))
+
+
+def gradient_descent_path(X, y, lr: float, steps: int) -> torch.Tensor:
+    """Iterates of gradient descent on 1/(2N)‖Xw − y‖² from w = 0, shape (steps + 1, d), float64 (Chapter 4)."""
+    X = as_tensor("X", X, ndim=2).double()
+    y = as_tensor("y", y, ndim=1).double()
+    check_same_length("X", X, "y", y)
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    steps = check_int("steps", steps, minimum=0)
+    w = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
+    path = [w]
+    for _ in range(steps):
+        w = w - lr * X.T @ (X @ w - y) / len(X)
+        path.append(w)
+    return torch.stack(path)
+
+
+def early_stopped_solution(X, y, lr: float, steps: int) -> torch.Tensor:
+    """Gradient descent on 1/(2N)‖Xw − y‖² after ``steps`` steps from 0, in closed form (Chapter 4).
+
+    In the eigenbasis of XᵀX/N the iterate is the least-squares solution shrunk by
+    1 − (1 − ηλ)^t, so any t costs one eigendecomposition; X must have full column rank.
+    """
+    X = as_tensor("X", X, ndim=2).double()
+    y = as_tensor("y", y, ndim=1).double()
+    check_same_length("X", X, "y", y)
+    eigenvalues, Q = torch.linalg.eigh(X.T @ X / len(X))
+    if eigenvalues.min() <= 1e-12 * eigenvalues.max():
+        raise ValueError("X must have full column rank (XᵀX is singular)")
+    least_squares = Q.T @ (X.T @ y / len(X)) / eigenvalues   # OLS in the eigenbasis
+    return Q @ (early_stopping_shrinkage(eigenvalues, lr, steps) * least_squares)
+
+
+def ill_conditioned_regression(num_train: int = 40, dim: int = 30, *, noise: float = 0.3,
+                               num_val: int = 1000, seed: int = 0, device="cpu"):
+    """Linear data y = Xw* + noise whose feature scales span two decades, float64 (Chapter 4).
+
+    Returns a dlbook.data.Split (its "test" half is the validation set); the small eigenvalues of XᵀX/N make the
+    least-squares fit noisy, so both ridge and early stopping help.
+    """
+    from .data import Split
+
+    num_train = check_int("num_train", num_train, minimum=1)
+    dim = check_int("dim", dim, minimum=1)
+    noise = check_float("noise", noise, low=0.0)
+    num_val = check_int("num_val", num_val, minimum=1)
+    seed = check_int("seed", seed, minimum=0)
+    device = _check_device(device)
+    rng = generator(seed)
+    scales = torch.logspace(0, -2, dim, dtype=torch.float64)
+    X_train = torch.randn(num_train, dim, generator=rng, dtype=torch.float64) * scales
+    X_val = torch.randn(num_val, dim, generator=rng, dtype=torch.float64) * scales
+    w_star = torch.randn(dim, generator=rng, dtype=torch.float64)
+    y_train = X_train @ w_star + noise * torch.randn(num_train, generator=rng, dtype=torch.float64)
+    y_val = X_val @ w_star + noise * torch.randn(num_val, generator=rng, dtype=torch.float64)
+    return Split(*(t.to(device) for t in (X_train, y_train, X_val, y_val)))
+
+
+def best_epoch(val_losses, patience: int) -> tuple[int, int]:
+    """Early stopping with patience: (epoch of the best validation loss, epoch at which training stops).
+
+    Training stops after ``patience`` epochs without a strict improvement, or at
+    the last epoch; epochs count from 0 (Chapter 4).
+    """
+    losses = as_tensor("val_losses", val_losses, ndim=1).double()
+    if len(losses) == 0:
+        raise ValueError("val_losses must not be empty")
+    patience = check_int("patience", patience, minimum=1)
+    best, waited = 0, 0
+    for epoch in range(1, len(losses)):
+        if losses[epoch] < losses[best]:
+            best, waited = epoch, 0
+        else:
+            waited += 1
+            if waited == patience:
+                return best, epoch
+    return best, len(losses) - 1
+
+
+# ---------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------
+
+def dropout(x, p: float, *, training: bool = True, seed: int = 0) -> torch.Tensor:
+    """Inverted dropout: zero each entry with probability p, scale survivors by 1/(1 − p) (Chapter 4).
+
+    In evaluation mode (training=False) it is the identity, as nn.Dropout.
+    """
+    x = as_tensor("x", x)
+    p = check_float("p", p, low=0.0, high=1.0)
+    if not isinstance(training, bool):
+        raise TypeError(f"training must be True or False, got {training!r}")
+    seed = check_int("seed", seed, minimum=0)
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return torch.zeros_like(x)
+    keep = torch.rand(x.shape, generator=generator(seed)).to(x.device) >= p
+    return torch.where(keep, x / (1.0 - p), torch.zeros_like(x))
+
+
+def dropout_marginal_loss(X, y, w, keep: float, *, num_masks: int = 0, seed: int = 0) -> float:
+    """E_R‖y − (R ⊙ X)w‖² over Bernoulli(keep) masks R on the inputs (Chapter 4).
+
+    num_masks = 0 gives the closed form ‖y − pXw‖² + p(1 − p) wᵀ diag(XᵀX) w;
+    num_masks > 0 a Monte Carlo average over that many masks.
+    """
+    X = as_tensor("X", X, ndim=2).double()
+    y = as_tensor("y", y, ndim=1).double()
+    w = as_tensor("w", w, ndim=1).double()
+    check_same_length("X", X, "y", y)
+    if len(w) != X.shape[1]:
+        raise ValueError(f"w must have {X.shape[1]} entries (the columns of X), got {len(w)}")
+    p = check_float("keep", keep, low=0.0, high=1.0)
+    num_masks = check_int("num_masks", num_masks, minimum=0)
+    seed = check_int("seed", seed, minimum=0)
+    if num_masks == 0:
+        residual = y - p * (X @ w)
+        return (residual @ residual + p * (1 - p) * (w.pow(2) * X.pow(2).sum(0)).sum()).item()
+    masks = (torch.rand(num_masks, *X.shape, generator=generator(seed), dtype=torch.float64) < p)
+    masks = masks.to(X.device)
+    predictions = (masks * X) @ w            # (num_masks, N)
+    return (y - predictions).pow(2).sum(1).mean().item()
+
+
+# ---------------------------------------------------------------------------
+# Label noise, smoothing and distillation
+# ---------------------------------------------------------------------------
+
+def flip_labels(y, rate: float, num_classes: int, *, seed: int = 0) -> torch.Tensor:
+    """Replace round(rate·N) labels, chosen at random, by a different class drawn uniformly (Chapter 4)."""
+    y = as_tensor("y", y, ndim=1)
+    num_classes = check_int("num_classes", num_classes, minimum=2)
+    y = _check_labels("y", y, len(y), num_classes)
+    rate = check_float("rate", rate, low=0.0, high=1.0)
+    seed = check_int("seed", seed, minimum=0)
+    rng = generator(seed)
+    num_flipped = round(rate * len(y))
+    chosen = torch.randperm(len(y), generator=rng)[:num_flipped].to(y.device)
+    # A shift in 1..K-1 modulo K always lands on another class, uniformly.
+    shift = torch.randint(1, num_classes, (num_flipped,), generator=rng).to(y.device)
+    noisy = y.clone()
+    noisy[chosen] = (y[chosen] + shift) % num_classes
+    return noisy
+
+
+def smoothed_targets(y, num_classes: int, eps: float) -> torch.Tensor:
+    """Targets (1 − ε) e_y + ε/K · 1 as an (N, K) float tensor (Chapter 4)."""
+    num_classes = check_int("num_classes", num_classes, minimum=2)
+    y = as_tensor("y", y, ndim=1)
+    y = _check_labels("y", y, len(y), num_classes)
+    eps = check_float("eps", eps, low=0.0, high=1.0)
+    return (1 - eps) * F.one_hot(y, num_classes).double() + eps / num_classes
+
+
+def smoothed_cross_entropy(logits, y, eps: float) -> torch.Tensor:
+    """Mean cross-entropy against label-smoothed targets; equals F.cross_entropy(label_smoothing=ε) (Chapter 4)."""
+    logits = _check_logits("logits", logits)
+    y = _check_labels("y", y, len(logits), logits.shape[1])
+    targets = smoothed_targets(y, logits.shape[1], eps).to(logits.dtype)
+    return -(targets * F.log_softmax(logits, dim=1)).sum(1).mean()
+
+
+def optimal_smoothed_logits(num_classes: int, eps: float) -> tuple[float, float]:
+    """(logit gap, minimal loss) of the best free logits under smoothing ε with K classes (Chapter 4).
+
+    The gap between the true class and every other is log((1 − ε + ε/K)/(ε/K)); the
+    minimal loss is the entropy of the smoothed target.
+    """
+    num_classes = check_int("num_classes", num_classes, minimum=2)
+    eps = check_float("eps", eps, low=0.0, high=1.0, low_open=True)
+    p_true = 1 - eps + eps / num_classes
+    p_other = eps / num_classes
+    entropy = -p_true * math.log(p_true) - (num_classes - 1) * p_other * math.log(p_other)
+    return math.log(p_true / p_other), entropy
+
+
+def soft_cross_entropy(student_logits, teacher_logits, temperature: float) -> torch.Tensor:
+    """Mean of −Σ_y p_y log q_y with p = softmax(F/T), q = softmax(G/T) (Chapter 4; note the minus sign).
+
+    Its gradient with respect to a student logit G is (q − p)/(T N).
+    """
+    student_logits = _check_logits("student_logits", student_logits)
+    teacher_logits = _check_logits("teacher_logits", teacher_logits)
+    if student_logits.shape != teacher_logits.shape:
+        raise ValueError(f"teacher_logits must have the shape of student_logits "
+                         f"{tuple(student_logits.shape)}, got {tuple(teacher_logits.shape)}")
+    T = check_float("temperature", temperature, low=0.0, low_open=True)
+    p = F.softmax(teacher_logits / T, dim=1)
+    return -(p * F.log_softmax(student_logits / T, dim=1)).sum(1).mean()
+
+
+def distillation_loss(student_logits, teacher_logits, y, temperature: float, alpha: float) -> torch.Tensor:
+    """α T² · soft cross-entropy at temperature T + (1 − α) · cross-entropy with the labels (Chapter 4).
+
+    The T² keeps the soft term's gradient on the scale of the hard one as T grows.
+    """
+    alpha = check_float("alpha", alpha, low=0.0, high=1.0)
+    soft = soft_cross_entropy(student_logits, teacher_logits, temperature)
+    y = _check_labels("y", y, len(student_logits), student_logits.shape[1])
+    hard = F.cross_entropy(student_logits, y)
+    return alpha * temperature ** 2 * soft + (1 - alpha) * hard
+
+
+# ---------------------------------------------------------------------------
+# Data augmentation: shifted digits
+# ---------------------------------------------------------------------------
+
+def shift_images(X, dx: int, dy: int, *, side: int = 8) -> torch.Tensor:
+    """Shift flattened side×side images by (dx, dy) pixels, filling with zeros (no wrap-around) (Chapter 4)."""
+    X = as_tensor("X", X, ndim=2)
+    side = check_int("side", side, minimum=1)
+    if X.shape[1] != side * side:
+        raise ValueError(f"X must have side² = {side * side} columns, got {X.shape[1]}")
+    dx = check_int("dx", dx, minimum=-side, maximum=side)
+    dy = check_int("dy", dy, minimum=-side, maximum=side)
+    images = X.reshape(-1, side, side)                       # (N, rows, cols)
+    padded = F.pad(images, (side, side, side, side))         # zeros around each image
+    top, left = side - dy, side - dx
+    return padded[:, top:top + side, left:left + side].reshape(len(X), side * side)
+
+
+def augment_with_shifts(X, y, max_shift: int = 1, *, side: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """The data set ⋃_τ {(τ(x_i), y_i)} over all shifts |dx|, |dy| ≤ max_shift (Chapter 4)."""
+    X = as_tensor("X", X, ndim=2)
+    y = as_tensor("y", y, ndim=1)
+    check_same_length("X", X, "y", y)
+    max_shift = check_int("max_shift", max_shift, minimum=0, maximum=side - 1)
+    offsets = range(-max_shift, max_shift + 1)
+    shifted = [shift_images(X, dx, dy, side=side) for dx in offsets for dy in offsets]
+    return torch.cat(shifted), y.repeat(len(shifted))
+
+
+# ---------------------------------------------------------------------------
+# A small digits classifier and the label-noise experiment
+# ---------------------------------------------------------------------------
+
+def digits_mlp(hidden=(128, 128), *, dropout: float = 0.0, norm: str | None = None, seed: int = 0,
+               device="cpu", num_inputs: int = 64, num_classes: int = 10) -> torch.nn.Sequential:
+    """A ReLU MLP for the 8x8 digits with optional dropout and "batch"/"layer" normalization (Chapter 4).
+
+    Normalization (from dlbook.normalization) goes between each hidden linear layer
+    and its ReLU, dropout after the ReLU. Weights use torch's default init under ``seed``.
+    """
+    from .normalization import BatchNorm1d, LayerNorm
+
+    hidden = tuple(check_int("hidden", h, minimum=1) for h in hidden)
+    p = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
+    if norm is not None:
+        check_choice("norm", norm, ("batch", "layer"))
+    seed = check_int("seed", seed, minimum=0)
+    device = _check_device(device)
+    torch.manual_seed(seed)  # nn.Linear draws from the global generator
+    layers, width = [], check_int("num_inputs", num_inputs, minimum=1)
+    for size in hidden:
+        layers.append(torch.nn.Linear(width, size))
+        if norm == "batch":
+            layers.append(BatchNorm1d(size))
+        elif norm == "layer":
+            layers.append(LayerNorm(size))
+        layers.append(torch.nn.ReLU())
+        if p > 0:
+            layers.append(torch.nn.Dropout(p))
+        width = size
+    layers.append(torch.nn.Linear(width, check_int("num_classes", num_classes, minimum=2)))
+    return torch.nn.Sequential(*layers).to(device)
+
+
+def label_noise_run(split, *, noise: float, weight_decay: float = 0.0, dropout: float = 0.0,
+                    num_train: int = 400, hidden=(128, 128), lr: float = 3e-3, epochs: int = 50,
+                    batch_size: int = 100, seed: int = 0) -> dict[str, list[float]]:
+    """Train a digits MLP on labels with a fraction ``noise`` flipped; per-epoch train/test curves (Chapter 4).
+
+    ``split`` is dlbook.data.load_digits(); the test labels stay clean. Adam with
+    ``weight_decay`` added to the gradient (coupled L2). Returns the History values:
+    "train_loss", "train_acc" (on the noisy labels), "val_loss", "val_acc".
+    """
+    X_train, y_train, X_test, y_test = split
+    num_train = check_int("num_train", num_train, minimum=10, maximum=len(X_train))
+    wd = check_float("weight_decay", weight_decay, low=0.0)
+    X, y = X_train[:num_train], flip_labels(y_train[:num_train], noise, 10, seed=seed)
+    model = digits_mlp(hidden, dropout=dropout, seed=seed, device=X.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
+    history = fit(model, F.cross_entropy, optimizer, (X, y), epochs=epochs, batch_size=batch_size,
+                  val_data=(X_test, y_test), metrics={"acc": accuracy}, seed=seed, progress=False)
+    return history.values
