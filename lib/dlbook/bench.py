@@ -64,11 +64,11 @@ def format_report(results: list[dict]) -> str:
     for result in results:
         lines.append(f"{result['chapter']:<20} {result['cells_s']:>7.1f}s {result['total_s']:>17.1f}s")
     lines.append("")
-    lines.append(f"{'interactive figure':<28} {'update at defaults':>18} {'frames (unique)':>16} {'precompute':>11}")
+    lines.append(f"{'interactive figure':<40} {'update at defaults':>18} {'frames (unique)':>16} {'precompute':>11}")
     for result in results:
         for figure in result["figures"]:
             frames = f"{figure['grid']} ({figure['unique_frames']})"
-            lines.append(f"{result['chapter'] + ':' + figure['figure']:<28} {figure['update_s']:>17.2f}s "
+            lines.append(f"{result['chapter'] + ':' + figure['figure']:<40} {figure['update_s']:>17.2f}s "
                          f"{frames:>16} {figure['precompute_s']:>10.1f}s")
     return "\n".join(lines)
 
