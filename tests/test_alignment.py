@@ -7,12 +7,6 @@ import torch
 from dlbook import alignment, symmetry
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_sort_permutation_lex_and_maximin():

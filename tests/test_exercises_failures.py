@@ -4,7 +4,6 @@ import math
 import pytest
 import torch
 
-import dlbook.exercises.failures  # noqa: F401  (registers the checks)
 from dlbook.exercises import run_check
 
 

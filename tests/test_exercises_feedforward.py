@@ -11,6 +11,8 @@ from torch import nn
 
 import dlbook.exercises.feedforward as feedforward
 from dlbook.exercises import EXERCISES, run_check
+from exercise_contract import (assert_fails_cleanly, assert_fails_naming_the_case, assert_passes,
+                               bad_types)
 
 IDS = ("2.1", "2.2", "2.3")
 
@@ -162,18 +164,8 @@ WRONG = {
 }
 
 
-def _raises(*args):
-    raise ValueError("boom")
-
-
-BAD_TYPES = {
-    "raises ValueError": (_raises, "raised ValueError: boom"),
-    "returns None": (lambda *a: None, "got None"),
-    "returns a string": (lambda *a: "fourteen", "got 'fourteen' (str)"),
-    "returns a 3x3 tensor": (lambda *a: torch.zeros(3, 3), "a tensor of shape (3, 3)"),
-    "returns NaN": (lambda *a: float("nan"), "nan"),
-    "returns a list": (lambda *a: [1, 2], "[1, 2] (list)"),
-}
+BAD_TYPES = bad_types("raises ValueError", "returns None", "returns a string", "returns a 3x3 tensor",
+                      "returns NaN", "returns a list")
 
 
 # ---------------------------------------------------------------------------
@@ -190,28 +182,18 @@ def test_every_chapter_2_exercise_is_registered_and_covered():
 
 @pytest.mark.parametrize("eid,index", [(e, i) for e in REFERENCES for i in range(len(REFERENCES[e]))])
 def test_reference_solution_passes(eid, index):
-    result = run_check(eid, REFERENCES[eid][index])
-    assert result.passed, result.message
-    assert result.cases_total >= 5 and result.cases_passed == result.cases_total
+    assert_passes(eid, REFERENCES[eid][index], min_cases=5)
 
 
 @pytest.mark.parametrize("eid,name", [(e, n) for e in WRONG for n in WRONG[e]])
 def test_plausible_wrong_answer_fails(eid, name):
-    result = run_check(eid, WRONG[eid][name])
-    assert not result.passed, f"{name!r} passed the check of exercise {eid}"
-    assert result.message.startswith("case "), result.message
-    assert f"{EXERCISES[eid].function_name}(" in result.message
-    assert "expected" in result.message and "got" in result.message, result.message
+    assert_fails_naming_the_case(eid, WRONG[eid][name], name)
 
 
 @pytest.mark.parametrize("eid", IDS)
 @pytest.mark.parametrize("kind", sorted(BAD_TYPES))
 def test_bad_answers_fail_cleanly(eid, kind):
-    answer, fragment = BAD_TYPES[kind]
-    result = run_check(eid, answer)
-    assert not result.passed
-    assert result.message.startswith("case "), result.message
-    assert fragment in result.message, result.message
+    assert_fails_cleanly(eid, *BAD_TYPES[kind])
 
 
 def test_expected_values_are_right():

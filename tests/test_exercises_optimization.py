@@ -9,6 +9,8 @@ import torch
 
 import dlbook.exercises.optimization as optimization
 from dlbook.exercises import EXERCISES, run_check
+from exercise_contract import (assert_fails_cleanly, assert_fails_naming_the_case, assert_passes,
+                               bad_types)
 
 IDS = ("3.1", "3.2", "3.3", "3.4")
 
@@ -167,21 +169,7 @@ WRONG = {
 }
 
 
-def _raises(*args, **kwargs):
-    raise ValueError("boom")
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError("Exercise: write me")
-
-
-BAD_TYPES = {
-    "raises ValueError": (_raises, "raised ValueError: boom"),
-    "stub": (_stub, "raised NotImplementedError"),
-    "returns None": (lambda *a, **k: None, "got None"),
-    "returns a string": (lambda *a, **k: "fourteen", "'fourteen' (str)"),
-    "returns NaN": (lambda *a, **k: float("nan"), "nan"),
-}
+BAD_TYPES = bad_types("raises ValueError", "stub", "returns None", "returns a string", "returns NaN")
 
 
 # ---------------------------------------------------------------------------
@@ -197,28 +185,18 @@ def test_every_chapter_3_exercise_is_registered_and_covered():
 
 @pytest.mark.parametrize("eid,index", [(e, i) for e in REFERENCES for i in range(len(REFERENCES[e]))])
 def test_reference_solution_passes(eid, index):
-    result = run_check(eid, REFERENCES[eid][index])
-    assert result.passed, result.message
-    assert result.cases_total >= 4 and result.cases_passed == result.cases_total
+    assert_passes(eid, REFERENCES[eid][index])
 
 
 @pytest.mark.parametrize("eid,name", [(e, n) for e in WRONG for n in WRONG[e]])
 def test_plausible_wrong_answer_fails(eid, name):
-    result = run_check(eid, WRONG[eid][name])
-    assert not result.passed, f"{name!r} passed the check of exercise {eid}"
-    assert result.message.startswith("case "), result.message
-    assert f"{EXERCISES[eid].function_name}(" in result.message  # names the case
-    assert "expected" in result.message and "got" in result.message, result.message
+    assert_fails_naming_the_case(eid, WRONG[eid][name], name)
 
 
 @pytest.mark.parametrize("eid", IDS)
 @pytest.mark.parametrize("kind", sorted(BAD_TYPES))
 def test_bad_answers_fail_cleanly(eid, kind):
-    answer, fragment = BAD_TYPES[kind]
-    result = run_check(eid, answer)
-    assert not result.passed
-    assert result.message.startswith("case "), result.message
-    assert fragment in result.message, result.message
+    assert_fails_cleanly(eid, *BAD_TYPES[kind])
 
 
 def test_unstable_answer_fails_on_the_large_logits_case():

@@ -9,7 +9,6 @@ import torch
 from scipy.linalg import solve_discrete_lyapunov
 from scipy.optimize import linear_sum_assignment
 
-import dlbook.exercises.symmetry  # noqa: F401  (registers the checks 17.x)
 from dlbook.exercises import run_check
 
 

@@ -13,13 +13,6 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device"))]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Run these many-small-kernel tests on one thread, as the chapters do (DESIGN.md)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,6 @@ import torch
 from dlbook import learnability as L
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 V = torch.tensor([2.0, 2.0], dtype=torch.float64)

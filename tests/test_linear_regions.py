@@ -1,5 +1,4 @@
 """Tests of dlbook.linear_regions: exact region counts on the line and the plane, and their bounds."""
-import math
 
 import numpy as np
 import pytest

@@ -8,13 +8,6 @@ from torch import nn
 from dlbook import parity
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Run these small-kernel tests on one thread, as the chapters do (DESIGN.md)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # --- data ------------------------------------------------------------------------------------

@@ -10,12 +10,6 @@ H2 = torch.tensor([[3.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
 C2 = torch.tensor([[1.0, 0.5], [0.5, 2.0]], dtype=torch.float64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_lyapunov_solution_satisfies_equation():

@@ -15,10 +15,8 @@ where the constructions are exact).
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Callable, NamedTuple
 
-import numpy as np
 import torch
 from torch import nn
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch.func import functional_call, grad, hessian, vmap
+from torch.func import grad, hessian, vmap
 
 from .runtime import generator
 from .validation import as_tensor, check_float, check_int

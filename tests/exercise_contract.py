@@ -1,0 +1,57 @@
+"""Assertions every chapter's exercise tests share.
+
+For each exercise: the reference solution passes, a plausible wrong answer
+fails with a reason that names the case, and an answer of the wrong kind
+(raising, None, a string, NaN, ...) fails cleanly instead of crashing.
+"""
+from __future__ import annotations
+
+import torch
+
+from dlbook.exercises import EXERCISES, run_check
+
+
+def _raises(*args, **kwargs):
+    raise ValueError("boom")
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("Exercise: write me")
+
+
+#: Badly typed answers and a fragment the failure message must contain.
+BAD_TYPES = {
+    "raises ValueError": (_raises, "raised ValueError: boom"),
+    "stub": (_stub, "raised NotImplementedError"),
+    "returns None": (lambda *a, **k: None, "got None"),
+    "returns a string": (lambda *a, **k: "fourteen", "'fourteen' (str)"),
+    "returns a 3x3 tensor": (lambda *a, **k: torch.zeros(3, 3), "a tensor of shape (3, 3)"),
+    "returns NaN": (lambda *a, **k: float("nan"), "nan"),
+    "returns a list": (lambda *a, **k: [1, 2], "[1, 2] (list)"),
+}
+
+
+def bad_types(*kinds: str) -> dict:
+    """The entries of BAD_TYPES a chapter's exercises are tested with."""
+    return {kind: BAD_TYPES[kind] for kind in kinds}
+
+
+def assert_passes(eid: str, answer, *, min_cases: int = 4) -> None:
+    result = run_check(eid, answer)
+    assert result.passed, result.message
+    assert result.cases_total >= min_cases and result.cases_passed == result.cases_total
+
+
+def assert_fails_naming_the_case(eid: str, answer, name: str) -> None:
+    result = run_check(eid, answer)
+    assert not result.passed, f"{name!r} passed the check of exercise {eid}"
+    assert result.message.startswith("case "), result.message
+    assert f"{EXERCISES[eid].function_name}(" in result.message
+    assert "expected" in result.message and "got" in result.message, result.message
+
+
+def assert_fails_cleanly(eid: str, answer, fragment: str) -> None:
+    result = run_check(eid, answer)
+    assert not result.passed
+    assert result.message.startswith("case "), result.message
+    assert fragment in result.message, result.message
