@@ -43,10 +43,22 @@ def _open(browser, url):
     return page, requests, errors
 
 
+def _move_until_image_changes(page, slider, image, before) -> bool:
+    """Step the slider right, then left, until the picture changes (steps may repeat a frame)."""
+    slider.focus()
+    steps = int(slider.get_attribute("max") or 0)
+    for key in ("ArrowRight", "ArrowLeft"):
+        for _ in range(steps):
+            page.keyboard.press(key)
+            if image.get_attribute("src") != before:
+                return True
+    return False
+
+
 def test_intro_page_opens_offline(site, browser):
     page, requests, errors = _open(browser, site + "index.html")
     assert "Deep Learning by Experiment" in page.title()
-    page.wait_for_selector("mjx-container", timeout=15000)
+    page.wait_for_selector("mjx-container", state="attached", timeout=15000)
     assert requests.external() == [] and errors == []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "intro.png"))
@@ -56,9 +68,11 @@ def test_intro_page_opens_offline(site, browser):
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
     page, requests, errors = _open(browser, f"{site}book/{chapter}.html")
-    # Math: MathJax (served with the book) turned the dollar math into mjx-containers.
-    page.wait_for_selector("mjx-container", timeout=20000)
-    assert page.locator("mjx-container").count() > 10
+    # Math: MathJax (served with the book) typeset the dollar math into visible containers.
+    page.wait_for_selector("mjx-container", state="attached", timeout=20000)
+    rendered = page.locator("mjx-container").evaluate_all(
+        "nodes => nodes.filter(node => node.getBoundingClientRect().width > 0).length")
+    assert rendered > 10, f"only {rendered} formulas were typeset"
     figures = page.locator("div.dlbook-interact")
     assert figures.count() >= 1, "the chapter has interactive figures"
     for index in range(figures.count()):
@@ -67,15 +81,8 @@ def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
         image = figure.locator("img").first
         before = image.get_attribute("src")
         slider = figure.locator("input[type=range]").first
-        slider.focus()
-        # Walk the slider until the picture changes: some steps may repeat a frame.
-        changed = False
-        for _ in range(int(slider.get_attribute("max") or 0)):
-            page.keyboard.press("ArrowRight")
-            if image.get_attribute("src") != before:
-                changed = True
-                break
-        assert changed, f"figure {index} of {chapter}: moving the slider did not change the image"
+        assert _move_until_image_changes(page, slider, image, before), \
+            f"figure {index} of {chapter}: moving the slider did not change the image"
     # Reference solutions are folded away.
     solutions = page.locator("details.hide.above-input")
     assert solutions.count() >= 3
