@@ -1,6 +1,8 @@
 """The built book in a real headless Chromium: figures, math, offline."""
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +96,32 @@ def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
     page.screenshot(path=str(SCREENSHOTS / f"{chapter}.png"))
     page.screenshot(path=str(SCREENSHOTS / f"{chapter}-full.png"), full_page=True)
     page.close()
+
+
+@pytest.fixture(scope="module")
+def student_site():
+    """Build the student edition of the book (solutions replaced by stubs)."""
+    subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--student"],
+                   check=True, cwd=ROOT)
+    return ROOT / "_build" / "student-html"
+
+
+def _page_text(path: Path) -> str:
+    """The text of a built page, without tags (code is split into highlighting spans)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text()))
+
+
+def test_student_build_has_stubs_and_no_solutions(site, student_site):
+    from dlbook.exercises.notebook import exercise_cells, read_notebook, solution_body
+
+    for chapter in CHAPTERS:
+        student_page = _page_text(student_site / "book" / f"{chapter}.html")
+        book_page = _page_text(HTML / "book" / f"{chapter}.html")
+        assert "NotImplementedError" in student_page
+        notebook = read_notebook(ROOT / "book" / f"{chapter}.ipynb")
+        solution_lines = [line.strip() for exercise in exercise_cells(notebook, chapter)
+                          for line in solution_body(exercise.source) if len(line.strip()) > 25]
+        assert solution_lines, chapter
+        for line in solution_lines:
+            assert line in book_page, (chapter, line)  # the full book shows the solutions...
+            assert line not in student_page, (chapter, line)  # ...the student build does not

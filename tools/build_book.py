@@ -73,6 +73,8 @@ def prepare_student_source() -> Path:
     (source / "book").mkdir(parents=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, source / name)
+    (source / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "book_extensions.py", source / "tools")
     for path in (ROOT / "book").iterdir():
         if path.suffix in (".md", ".bib") or path.is_dir():
             copy = shutil.copytree if path.is_dir() else shutil.copy

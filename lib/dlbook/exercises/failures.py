@@ -26,8 +26,8 @@ def _hadamard(d: int) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 @exercise("16.1", title="The fast Walsh-Hadamard transform", function="walsh_hadamard",
-          hint="for h = 1, 2, 4, ...: view the rows as pairs of blocks of length h and replace "
-               "each pair (a, b) by (a + b, a - b); d passes give H @ A without forming H.")
+          hint="the Hadamard matrix is built recursively from 2 x 2 blocks; apply that recursion "
+               "to the data in log2(n) passes instead of forming the matrix.")
 def check_walsh_hadamard(walsh_hadamard, cases):
     """A is a float64 tensor of shape (2^d, m); compare with a dense Hadamard product."""
     rng = np.random.default_rng(16)
@@ -65,8 +65,8 @@ def _brute_force_variance(G: np.ndarray) -> float:
 
 
 @exercise("16.2", title="Variance across all parities", function="parity_family_variance",
-          hint="the closed form is E_x||g||^2 / 2^d - ||g(1)||^2 / 4^d, where row 0 of G is g(1); "
-               "or transform G with the Hadamard matrix and take the variance of the rows / 2^d.")
+          hint="write the variance across targets through the correlations of the gradient with "
+               "every parity; the orthogonality of the parities collapses the sum.")
 def check_parity_family_variance(parity_family_variance, cases):
     """G is a float64 tensor (2^d, P) of per-sample gradients in all_inputs order."""
     rng = np.random.default_rng(7)
@@ -93,8 +93,8 @@ def _cosine_objective(w: np.ndarray, v: np.ndarray) -> float:
 
 
 @exercise("16.3", title="The cosine landscape in closed form", function="cosine_objective",
-          hint="expand the square; cos^2 a = (1 + cos 2a) / 2 and cos a cos b = (cos(a-b) + cos(a+b)) / 2; "
-               "then E cos(a.x) = exp(-|a|^2 / 2).")
+          hint="expand the square and use the product-to-sum identities; the Gaussian "
+               "expectation of a cosine is an exponential.")
 def check_cosine_objective(cosine_objective, cases):
     """w and v are float64 1-D tensors of the same length."""
     examples = [([0.0, 0.0], [2.0, 2.0]), ([2.0, 2.0], [2.0, 2.0]), ([-2.0, -2.0], [2.0, 2.0]),
@@ -112,8 +112,8 @@ def check_cosine_objective(cosine_objective, cases):
 # ---------------------------------------------------------------------------
 
 @exercise("16.4", title="A signal-to-noise ratio without bias", function="debiased_snr",
-          hint="signal = |mean|^2 - trace(covariance) / n and noise = trace(covariance), with the "
-               "covariance's divisor n - 1 (torch.var's default).")
+          hint="estimate the squared mean and the noise from the same samples; the naive squared "
+               "mean is biased by the noise, so correct for it.")
 def check_debiased_snr(debiased_snr, cases):
     """G is a float64 tensor (n, P); the answer must equal the formula, and be near the truth."""
     rng = np.random.default_rng(3)

@@ -51,9 +51,8 @@ def _unpack_form(out, num_terms: int):
 
 @exercise("2.1", title="A piecewise-linear function as a one-hidden-layer ReLU net",
           function="lebesgue_form",
-          hint="the slope of the first piece is the affine part's slope; at each interior knot "
-               "add relu(x - knot) times the change of slope there; the intercept makes the "
-               "affine part pass through (knots[0], values[0]).")
+          hint="a ReLU with its kink at a knot changes the slope there and nowhere else: read "
+               "the slope changes off the data, and fix the affine part with the first piece.")
 def check_lebesgue_form(lebesgue_form, cases):
     """Evaluate the returned form at 1000 points and compare with np.interp; m - 1 ReLU terms."""
     for label, knots, values in _interpolation_cases():
@@ -119,9 +118,9 @@ def _line_cases():
 
 @exercise("2.2", title="Counting the regions of one hidden ReLU layer on the plane",
           function="count_line_regions",
-          hint="add the lines one at a time: a new line is cut by the distinct points where it "
-               "meets earlier lines into (number of points + 1) pieces, and each piece splits one "
-               "region in two; skip parallel pairs and repeated lines. Use fractions.Fraction.")
+          hint="add the lines one at a time: a new line is cut into pieces by the points where "
+               "it meets earlier lines, and each piece splits one region in two. Watch out for "
+               "parallel and repeated lines.")
 def check_count_line_regions(count_line_regions, cases):
     """Exact region counts; the cases include parallel, concurrent and repeated lines."""
     for label, W, b in _line_cases():
@@ -145,8 +144,8 @@ def _linear_layers(model) -> list:
 
 
 @exercise("2.3", title="Parity with one hidden layer of n ReLUs", function="parity_network",
-          hint="every hidden unit sees s = x_1 + ... + x_n; put unit j's kink at s = j and choose "
-               "the output weights so that the net interpolates 0, 1, 0, 1, ... at s = 0, 1, 2, ...")
+          hint="all hidden units can look at the same sum of the inputs; put their kinks at "
+               "consecutive integers and choose output weights that zig-zag between 0 and 1.")
 def check_parity_network(parity_network, cases):
     """All 2^n inputs for n = 1..10, and at most n hidden units in one hidden layer."""
     for num_bits in (2, 3, 1, 4, 5, 7, 10):

@@ -103,9 +103,9 @@ def _unpack_perceptron(out, dim: int):
 
 
 @exercise("1.1", title="The perceptron learning rule", function="perceptron",
-          hint="start from w = 0 and b = 0; sweep the points in order, and on every "
-               "mistake (y * (w @ x + b) <= 0) add y * x to w and y to b; stop after an "
-               "epoch without mistakes or after max_epochs epochs.")
+          hint="keep w and b as running sums; a point is a mistake when y (w.x + b) <= 0, so at "
+               "w = 0 every point is one. Count the updates and stop after a full sweep without "
+               "a mistake.")
 def check_perceptron(perceptron, cases):
     """X is an (N, d) float32 tensor, y holds ±1 as float32; compare with Rosenblatt's rule."""
     for label, X, y, max_epochs, separator in _perceptron_cases():
@@ -148,8 +148,8 @@ def _cover(num_points: int, dim: int) -> int:
 
 
 @exercise("1.2", title="Cover's function counting theorem", function="cover_count",
-          hint="build the values from C(s + 1, n) = C(s, n) + C(s, n - 1) with C(1, n) = 2 "
-               "and C(s, 1) = 2, keeping a table (or memoising) so each value is computed once.")
+          hint="fill a table indexed by (number of points, dimension) row by row from the "
+               "recursion; C(1, d) = 2 and C(N, 1) = 2 give its edges.")
 def check_cover_count(cover_count, cases):
     """Exact integers on a grid s = 1..20, n = 1..12, headline values first."""
     headline = [(4, 3), (3, 2), (5, 3), (1, 1), (3, 5), (20, 1), (10, 10)]
@@ -171,8 +171,9 @@ FLIP_RTOL = 1e-4
 
 
 @exercise("1.3", title="Bit-flip probability of a Hopfield network", function="flip_probability",
-          hint="the crosstalk on a bit is approximately Normal(0, alpha); a bit flips when "
-               "it is below -1, so the answer is P(N(0, alpha) < -1), which erfc expresses.")
+          hint="the crosstalk is approximately Gaussian with variance alpha, and a bit flips "
+               "when it falls below -1; write that tail probability with the complementary error "
+               "function.")
 def check_flip_probability(flip_probability, cases):
     """½ erfc(1/√(2α)) at loads from far below to far above capacity."""
     for alpha in [0.138, 0.01, 0.05, 0.105, 0.185, 0.37, 0.61, 1.0]:
@@ -238,9 +239,9 @@ def _separability_cases():
 
 
 @exercise("1.4", title="Linear separability by linear programming", function="is_separable",
-          hint="write strict separability y_i * (w @ x_i) > 0 as the LP feasibility problem "
-               "y_i * (w @ x_i) >= 1 (rescale w) and solve it with "
-               "scipy.optimize.linprog(method='highs'); status 0 means feasible.")
+          hint="strict separability can be rescaled into linear inequalities with margin 1; "
+               "whether such inequalities have a solution is a linear program with a zero "
+               "objective.")
 def check_is_separable(is_separable, cases):
     """Hand-made hard cases, then all 2^s labelings of Gaussian point sets vs Cover's count."""
     for label, X, y, expected in _separability_cases():
@@ -284,8 +285,8 @@ def _smallest_unlikely(dim: int, threshold: float) -> int:
 
 
 @exercise("1.5", title="When separable labelings become rare", function="smallest_unlikely",
-          hint="increase s from 1 until cover_count(s, dim) / 2**s drops strictly below "
-               "threshold (exact integers, or fractions.Fraction, avoid rounding trouble).")
+          hint="walk N upwards from 1 and compare Cover's fraction with the threshold in exact "
+               "arithmetic; mind 'fewer than'.")
 def check_smallest_unlikely(smallest_unlikely, cases):
     """Exact answers, including thresholds the fraction hits exactly (C(2n, n) / 2^(2n) = 1/2)."""
     for dim, threshold in [(10, 0.01), (2, 0.5), (1, 0.25), (3, 0.5), (5, 0.1), (20, 0.001),

@@ -37,8 +37,8 @@ def _ce_cases():
 
 
 @exercise("3.1", title="The backward pass of softmax cross-entropy", function="cross_entropy_backward",
-          hint="the gradient of the mean cross-entropy is (softmax(logits) - one_hot(targets)) / N; "
-               "subtract each row's maximum before exponentiating.")
+          hint="differentiate the softmax and the logarithm together: the result is remarkably "
+               "simple. For stability, shift each row of logits before exponentiating.")
 def check_cross_entropy_backward(cross_entropy_backward, cases):
     """logits: (N, C) float64 tensor; targets: (N,) int64 tensor."""
     for label, logits, targets in _ce_cases():
@@ -66,8 +66,8 @@ def _spd(eigenvalues, seed: int) -> np.ndarray:
 
 
 @exercise("3.2", title="Step sizes for a quadratic", function="step_size_facts",
-          hint="with mu and L the smallest and largest eigenvalues of A: 2/L, 2/(mu + L) and "
-               "(L - mu)/(L + mu).")
+          hint="everything follows from the extreme eigenvalues of A: the stability limit, the "
+               "best constant step and the rate that step achieves.")
 def check_step_size_facts(step_size_facts, cases):
     """A: symmetric positive definite float64 tensor; answer (largest stable, best step, best rate)."""
     spectra = [("eigenvalues 0.01 ... 1 in R^5", [0.01, 0.1, 0.3, 0.7, 1.0], 1),
@@ -122,8 +122,8 @@ def _adam_problems():
 
 
 @exercise("3.3", title="Adam from scratch", function="adam_iterates",
-          hint="m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; m_hat = m / (1 - b1^t); "
-               "v_hat = v / (1 - b2^t); theta -= lr m_hat / (sqrt(v_hat) + eps), for t = 1, 2, ...")
+          hint="keep running averages of the gradient and of its square, correct both for "
+               "starting at zero, and remember that the step counter starts at 1.")
 def check_adam_iterates(adam_iterates, cases):
     """grad_fn maps a float64 tensor to a float64 tensor; compare all iterates with the reference."""
     for label, grad_np, theta0, kwargs in _adam_problems():
@@ -161,7 +161,8 @@ def _reference_heavy_ball(lr: float, momentum: float, num_steps: int) -> np.ndar
 
 
 @exercise("3.4", title="Momentum under a constant gradient", function="heavy_ball_steps",
-          hint="the t-th step (t = 0, 1, ...) has length lr * (1 + momentum + ... + momentum^t).")
+          hint="unroll the momentum recursion under a constant gradient: each step adds one more "
+               "power of the momentum.")
 def check_heavy_ball_steps(heavy_ball_steps, cases):
     """Compare with the simulated recursion theta+ = theta - lr g + momentum (theta - theta_prev)."""
     for lr, momentum, num_steps in [(0.1, 0.9, 50), (0.01, 0.5, 20), (1.0, 0.0, 5), (0.3, 0.99, 200),

@@ -58,8 +58,8 @@ def _unpack_layers(out, reference):
 
 
 @exercise("17.1", title="Permuting hidden units", function="permute_hidden_units",
-          hint="for hidden layer l with permutation p: take rows p of W_l and entries p of b_l, "
-               "and columns p of W_{l+1}; the output layer's rows stay in place.")
+          hint="whatever you do to the rows of one layer, undo it in the columns of the next; a "
+               "bias moves with its unit, and the output layer stays put.")
 def check_permute_hidden_units(permute_hidden_units, cases):
     """Layers are float64 tensors (W of shape (out, in), b of shape (out,)); perms are int64 tensors."""
     for label, widths, seed in [("one hidden layer 3-5-2", [3, 5, 2], 0),
@@ -100,8 +100,8 @@ def _log10_count(hidden_widths, odd):
 
 
 @exercise("17.2", title="How many equivalent settings?", function="log10_equivalent_settings",
-          hint="sum log10(n!) over the hidden widths (math.lgamma(n + 1) / math.log(10)), plus "
-               "n log10(2) per layer when the activation is odd.")
+          hint="count the permutations of each hidden layer, add the sign flips when the "
+               "activation is odd, and work with logarithms (lgamma) to avoid huge numbers.")
 def check_log10_equivalent_settings(log10_equivalent_settings, cases):
     for widths, odd in [([3, 2], False), ([3, 2], True), ([120, 84], False), ([6, 16, 120, 84], False),
                         ([6, 16, 120, 84], True), ([512, 512], False), ([1], False), ([1], True), ([], False),
@@ -129,8 +129,8 @@ def _matching_case(num_units, fan_in, noise, seed):
 
 
 @exercise("17.3", title="Matching units with the Hungarian algorithm", function="match_layer",
-          hint="score every pair of units by the inner product of their weight rows, S = W_a @ W_b.T, "
-               "and solve the assignment problem with scipy.optimize.linear_sum_assignment(S, maximize=True).")
+          hint="score every pair of units by how similar their incoming weights are, then find "
+               "the one-to-one pairing with the largest total score.")
 def check_match_layer(match_layer, cases):
     """W_a, W_b are float64 tensors (units, fan_in); the answer p has W_b[p] ≈ W_a."""
     for num_units, fan_in, noise, seed in [(1, 4, 0.0, 0), (8, 16, 0.0, 1), (64, 64, 0.3, 2),
@@ -165,8 +165,8 @@ def _spd(n, seed, scale=1.0):
 
 
 @exercise("17.4", title="The stationary spread of SGD", function="stationary_covariance",
-          hint="the covariance Σ of θ_{t+1} = (I - lr H) θ_t - lr ξ_t solves Σ = A Σ A^T + lr² C "
-               "with A = I - lr H: use scipy.linalg.solve_discrete_lyapunov(A, lr**2 * C).")
+          hint="linearise the update around the minimum; the stationary covariance is the fixed "
+               "point of a discrete Lyapunov equation, which SciPy can solve.")
 def check_stationary_covariance(stationary_covariance, cases):
     """H, C are float64 tensors (symmetric, H positive definite); lr a float with lr·λ_max(H) < 2."""
     problems = [("1-D, lr·λ = 0.5", np.array([[5.0]]), np.array([[2.0]]), 0.1),

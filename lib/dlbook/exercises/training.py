@@ -24,8 +24,8 @@ def _dropout_output(out, shape, what="the dropped-out tensor"):
 
 
 @exercise("4.1", title="Inverted dropout", function="inverted_dropout",
-          hint="draw keep = torch.rand(x.shape, generator=generator) >= p and return "
-               "x * keep / (1 - p); for p = 0 return x unchanged.")
+          hint="draw an independent keep-or-drop decision per entry from the given generator, "
+               "and rescale the kept entries so that the expectation does not change.")
 def check_inverted_dropout(inverted_dropout, cases):
     """Statistical cases (5σ tolerances, fixed generators) and exact ones (p = 0, kept values)."""
     num = 100_000
@@ -76,9 +76,8 @@ def _batch_norm_case(seed: int, rows: int, features: int):
 
 
 @exercise("4.2", title="Batch norm in training mode", function="batch_norm_train",
-          hint="normalize with the batch mean and the biased variance (divide by N) plus eps; "
-               "update running_mean <- (1 - momentum) * running_mean + momentum * mean and the "
-               "running variance the same way but with the unbiased variance (divide by N - 1).")
+          hint="in training mode normalise with the statistics of the batch itself; the running "
+               "averages are updated on the side, and the two use different variance estimates.")
 def check_batch_norm_train(batch_norm_train, cases):
     """Compare output and running statistics with torch.nn.functional.batch_norm (float64)."""
     for seed, rows, features, momentum, eps in [(0, 16, 5, 0.1, 1e-5), (1, 2, 3, 0.1, 1e-5),
@@ -120,8 +119,8 @@ def _logit_cases():
 
 
 @exercise("4.3", title="Label-smoothed cross-entropy", function="smoothed_cross_entropy",
-          hint="targets are (1 - eps) * one_hot(y) + eps / K; return the batch mean of "
-               "-(targets * torch.log_softmax(logits, dim=1)).sum(1) (log_softmax stays finite for huge logits).")
+          hint="mix the one-hot targets with the uniform distribution, then take the "
+               "cross-entropy against log-probabilities computed in a numerically stable way.")
 def check_smoothed_cross_entropy(smoothed_cross_entropy, cases):
     """Compare with F.cross_entropy(label_smoothing=eps), including logits of size 1000."""
     for name, logits, y, eps in _logit_cases():
@@ -153,9 +152,9 @@ def _distillation_reference(G: np.ndarray, Fl: np.ndarray, y: np.ndarray, T: flo
 
 
 @exercise("4.4", title="The distillation loss", function="distillation_loss",
-          hint="p = softmax(teacher / T), log q = log_softmax(student / T); soft = mean of "
-               "-(p * log q).sum(1) (mind the minus sign); return alpha * T**2 * soft + "
-               "(1 - alpha) * F.cross_entropy(student, y).")
+          hint="soften both distributions with the temperature, compare them with a "
+               "cross-entropy (mind the sign), scale that part by T squared and mix it with the "
+               "ordinary loss on the labels.")
 def check_distillation_loss(distillation_loss, cases):
     """Compare with a NumPy float64 reference over temperatures 1 to 20 and mixing weights 0 to 1."""
     rng = np.random.default_rng(11)
@@ -184,8 +183,8 @@ def _gd_reference(X: np.ndarray, y: np.ndarray, lr: float, steps: int) -> np.nda
 
 
 @exercise("4.5", title="Early stopping in closed form", function="gd_weights",
-          hint="with X^T X / N = Q diag(lam) Q^T, the iterate is Q diag(1 - (1 - lr * lam)**steps) "
-               "Q^T w_ls, where w_ls is the least-squares solution: one eigh, no loop over steps.")
+          hint="gradient descent on least squares acts independently on each eigen-direction of "
+               "the input covariance: solve the scalar recursion there and transform back.")
 def check_gd_weights(gd_weights, cases):
     """Compare with an explicit gradient-descent loop in float64 (t = 0, 1, a few hundred steps)."""
     rng = np.random.default_rng(4)
