@@ -314,3 +314,27 @@ def test_static_figure_logs_timings_when_asked(tmp_path, monkeypatch):
     record = json.loads(log.read_text().splitlines()[0])
     assert record["figure"] == "tiny_plot" and record["grid"] == 2 and record["unique_frames"] == 2
     assert record["update_s"] > 0 and record["precompute_s"] > 0
+
+
+def test_live_mode_in_a_real_kernel_shows_widgets(monkeypatch):
+    """In a kernel with DLBOOK_FIGURES=live the cell outputs a widget view, not static HTML."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv(interact.FIGURES_ENV, "live")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\n"
+        "from dlbook.interact import interactive_figure\n"
+        "def line_figure(slope=1):\n"
+        "    fig, ax = plt.subplots(figsize=(2, 2))\n"
+        "    ax.plot([0, slope])\n"
+        "    return fig\n"
+        "interactive_figure(line_figure, params={'slope': [1, 2, 3]})")]
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    assert any("application/vnd.jupyter.widget-view+json" in out.get("data", {}) for out in outputs)
+    assert not any("dlbook-interact" in out.get("data", {}).get("text/html", "") for out in outputs)
+    widget_state = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    models = {model["model_name"] for model in widget_state.values()}
+    assert "SelectionSliderModel" in models and "OutputModel" in models
