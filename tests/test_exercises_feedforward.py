@@ -5,14 +5,12 @@ import itertools
 from fractions import Fraction
 
 import numpy as np
-import pytest
 import torch
 from torch import nn
 
 import dlbook.exercises.feedforward as feedforward
 from dlbook.exercises import EXERCISES, run_check
-from exercise_contract import (assert_fails_cleanly, assert_fails_naming_the_case, assert_passes,
-                               bad_types)
+from exercise_contract import bad_types
 
 IDS = ("2.1", "2.2", "2.3")
 
@@ -178,22 +176,6 @@ def test_every_chapter_2_exercise_is_registered_and_covered():
     for eid in IDS:
         ex = EXERCISES[eid]
         assert ex.title and ex.hint and ex.function_name.isidentifier()
-
-
-@pytest.mark.parametrize("eid,index", [(e, i) for e in REFERENCES for i in range(len(REFERENCES[e]))])
-def test_reference_solution_passes(eid, index):
-    assert_passes(eid, REFERENCES[eid][index], min_cases=5)
-
-
-@pytest.mark.parametrize("eid,name", [(e, n) for e in WRONG for n in WRONG[e]])
-def test_plausible_wrong_answer_fails(eid, name):
-    assert_fails_naming_the_case(eid, WRONG[eid][name], name)
-
-
-@pytest.mark.parametrize("eid", IDS)
-@pytest.mark.parametrize("kind", sorted(BAD_TYPES))
-def test_bad_answers_fail_cleanly(eid, kind):
-    assert_fails_cleanly(eid, *BAD_TYPES[kind])
 
 
 def test_expected_values_are_right():

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 import torch.nn.functional as F
 
 from dlbook.exercises import EXERCISES
-from exercise_contract import (assert_fails_cleanly, assert_fails_naming_the_case, assert_passes,
-                               bad_types)
+from exercise_contract import bad_types
 
 IDS = ["4.1", "4.2", "4.3", "4.4", "4.5"]
 
@@ -130,22 +128,6 @@ def test_all_chapter_4_exercises_are_registered():
     for eid in IDS:
         ex = EXERCISES[eid]
         assert ex.title and ex.hint and ex.function_name == REFERENCES[eid].__name__
-
-
-@pytest.mark.parametrize("eid", IDS)
-def test_reference_solution_passes(eid):
-    assert_passes(eid, REFERENCES[eid], min_cases=5)
-
-
-@pytest.mark.parametrize("eid,name", [(e, n) for e in IDS for n in WRONG[e]])
-def test_plausible_wrong_answer_fails_naming_the_case(eid, name):
-    assert_fails_naming_the_case(eid, WRONG[eid][name], name)
-
-
-@pytest.mark.parametrize("eid", IDS)
-@pytest.mark.parametrize("kind", sorted(BAD_TYPES))
-def test_bad_answers_fail_cleanly(eid, kind):
-    assert_fails_cleanly(eid, *BAD_TYPES[kind])
 
 
 def test_batch_norm_reference_matches_torch_functional():
