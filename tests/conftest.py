@@ -1,3 +1,20 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures shared by the tests; the test folders mirror lib/dlbook.
+
+tests/lib         the concept and cross-cutting modules of dlbook
+tests/checks      each chapter's exercise checks (dlbook.exercises)
+tests/coursework  student edition, grader, benchmark (dlbook.coursework)
+tests/book        the book's configuration, built HTML and browser tests
+"""
+import sys
+from pathlib import Path
+
+# Shared helpers (exercise_contract, browser_util) live beside this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 # Fixture notebooks are inputs of the tooling tests, not chapters to run.
 collect_ignore_glob = ["fixtures/*"]
+
+# Tests look exercises up in the registry directly: register every chapter's checks.
+import dlbook.exercises  # noqa: E402
+
+dlbook.exercises.load_all()

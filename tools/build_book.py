@@ -65,7 +65,7 @@ def jupyter_book(source: Path, env: dict) -> None:
 
 def prepare_student_source() -> Path:
     """Copy the book's sources with every chapter replaced by its student edition."""
-    from dlbook.exercises.student import write_student_editions
+    from dlbook.coursework.student import write_student_editions
 
     source = BUILD / "student_src"
     if source.exists():

@@ -1,17 +1,19 @@
 """Exercise registry and checks: the code behind ``dlbook.exercises.check``.
 
-A chapter's exercise is a function the student writes. Its check lives here,
-in dlbook, not in the notebook: a check function tries the student's function
-on several cases (edge cases included), compares with tolerances and stops at
-the first case that fails, saying which case, what was expected and what was
-got. Nothing the student's function does (raise, return None, a string, a
-tensor of the wrong shape, NaN) makes ``check`` raise; it becomes a failed
+A chapter's exercise is a function the student writes. Its check lives in
+``dlbook.exercises.checks.chNN_slug``, not in the notebook: a check function
+tries the student's function on several cases (edge cases included),
+compares with expectations it computes itself, and stops at the first case
+that fails, saying which case, what was expected and what was got. Nothing
+the student's function does (raise, return None, a string, a tensor of the
+wrong shape, NaN) makes ``check`` raise; it becomes a failed
 :class:`CheckResult`.
 
-Writing a check (one per exercise, in the chapter's module, e.g. neurons.py)::
+Writing a check (one per exercise)::
 
-    @exercise("1.2", title="Cover's count", function="cover_count",
-              hint="Use the closed form 2 * sum_{i<n} C(s-1, i).")
+    @exercise("1.2", title="Cover's count", function="cover_count", kind="derive",
+              difficulty=2, minutes=20, blocked=("dlbook.cover.cover_count",),
+              hint="Count how the dichotomies of s - 1 points extend to s points.")
     def check_cover_count(cover_count, cases):
         for s, n in [(1, 1), (4, 3)]:
             with cases.case(f"cover_count({s}, {n})"):
@@ -22,15 +24,30 @@ Inside ``with cases.case(label):`` any exception is caught: a
 "case LABEL: expected X, got Y", any other exception "case LABEL: raised
 ValueError: ...". The first failing case ends the check.
 
+Two rules make the same check usable by the grader, which calls the
+student's function in a sandbox through a channel that carries plain values
+only: a check passes the student's function numbers, strings, lists,
+tuples, dicts, NumPy arrays and tensors (never a callable or a module), and
+looks only at what it returns (never at its source or its attributes).
+
+``blocked`` names the dlbook functions that would answer the exercise in one
+call: while the check runs they raise :class:`ShortcutError`, and the
+exercise fails with that reason.
+
 Checks run in-process, without a time limit: a student's function with an
 infinite loop hangs its check cell until the reader interrupts the kernel.
-The grader (dlbook.exercises.grader) runs every check under a time limit.
+A case can state a ``time_limit`` (a task that asks for vectorised code):
+it fails when the answer takes longer. The grader enforces every limit.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import numbers
 import os
+import pkgutil
+import time
+import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
@@ -47,13 +64,20 @@ CHECKS_ENV = "DLBOOK_CHECKS"
 # Registry
 # ---------------------------------------------------------------------------
 
+#: What an exercise asks of the student (CONTRIBUTING.md, "Exercises").
+KINDS = ("extend", "predict", "derive", "transcribe")
+
+
 @dataclass(frozen=True)
 class Exercise:
     """One exercise: its id ("1.2"), the function the student writes and its check.
 
     ``check_fn(answer, cases)`` runs the student's function ``answer`` on its
     cases (see the module docstring). ``hint`` is the text of the stub's
-    NotImplementedError in the student edition.
+    NotImplementedError in the student edition. ``kind`` says what the
+    exercise asks (one of :data:`KINDS`), ``difficulty`` is 1 to 3 stars and
+    ``minutes`` the estimated time for a student. ``blocked`` lists the
+    dotted names of the dlbook functions that solve it in one call.
     """
 
     id: str
@@ -62,19 +86,66 @@ class Exercise:
     check_fn: Callable
     hint: str
     points: float = 1
+    kind: str = "derive"
+    difficulty: int = 1
+    minutes: int = 15
+    blocked: tuple[str, ...] = ()
+
+    @property
+    def chapter(self) -> int:
+        return int(self.id.split(".")[0])
+
+    @property
+    def stars(self) -> str:
+        return "★" * self.difficulty
 
 
-#: Every registered exercise, by id. Filled when the chapter modules listed in
-#: ``dlbook.exercises.CHAPTER_MODULES`` are imported.
+#: Every registered exercise, by id. A chapter's checks register themselves
+#: when ``get_exercise`` first asks for one of its ids (or on ``load_all``).
 EXERCISES: dict[str, Exercise] = {}
+
+#: Where the chapters' check modules live.
+CHECKS_PACKAGE = "dlbook.exercises.checks"
+
+
+def chapter_check_modules() -> dict[int, str]:
+    """Chapter number -> dotted name of its check module, from the files ``chNN_slug.py``."""
+    package = importlib.import_module(CHECKS_PACKAGE)
+    modules = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("ch") and info.name[2:4].isdigit() and info.name[4:5] == "_":
+            modules[int(info.name[2:4])] = f"{CHECKS_PACKAGE}.{info.name}"
+    return modules
+
+
+def load_chapter(chapter: int) -> None:
+    """Import the check module of ``chapter`` (registering its exercises), if it has one."""
+    module = chapter_check_modules().get(chapter)
+    if module is not None:
+        importlib.import_module(module)
+
+
+def load_all() -> dict[str, Exercise]:
+    """Import every chapter's checks; returns :data:`EXERCISES`."""
+    for module in chapter_check_modules().values():
+        importlib.import_module(module)
+    return EXERCISES
 
 
 def register(ex: Exercise) -> Exercise:
     """Add an exercise to :data:`EXERCISES` (re-registering on a module reload is fine)."""
     if not isinstance(ex, Exercise):
         raise TypeError(f"register expects an Exercise, got {describe(ex)}")
-    if not isinstance(ex.id, str) or not ex.id:
-        raise ValueError(f"exercise id must be a non-empty string like '1.2', got {ex.id!r}")
+    if not isinstance(ex.id, str) or not _valid_id(ex.id):
+        raise ValueError(f"exercise id must be a string like '1.2', got {ex.id!r}")
+    if ex.kind not in KINDS:
+        raise ValueError(f"exercise {ex.id}: kind must be one of {list(KINDS)}, got {ex.kind!r}")
+    if ex.difficulty not in (1, 2, 3):
+        raise ValueError(f"exercise {ex.id}: difficulty must be 1, 2 or 3 stars, got {ex.difficulty!r}")
+    if isinstance(ex.blocked, str) or not all(isinstance(n, str) and n.startswith("dlbook.")
+                                               for n in ex.blocked):
+        raise ValueError(f"exercise {ex.id}: blocked must be a tuple of names such as "
+                         f"'dlbook.parity.fwht', got {ex.blocked!r}")
     old = EXERCISES.get(ex.id)
     if old is not None and _qualified(old.check_fn) != _qualified(ex.check_fn):
         raise ValueError(f"exercise {ex.id!r} is already registered "
@@ -83,15 +154,23 @@ def register(ex: Exercise) -> Exercise:
     return ex
 
 
+def _valid_id(exercise_id: str) -> bool:
+    parts = exercise_id.split(".")
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
+
+
 def _qualified(fn) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def exercise(exercise_id: str, *, title: str, function: str, hint: str, points: float = 1):
-    """Decorator that registers a check function for an exercise."""
+def exercise(exercise_id: str, *, title: str, function: str, hint: str, points: float = 1,
+             kind: str = "derive", difficulty: int = 1, minutes: int = 15,
+             blocked: tuple[str, ...] = ()):
+    """Decorator that registers a check function for an exercise (fields: :class:`Exercise`)."""
     def decorate(check_fn):
         register(Exercise(id=exercise_id, title=title, function_name=function,
-                          check_fn=check_fn, hint=hint, points=points))
+                          check_fn=check_fn, hint=hint, points=points, kind=kind,
+                          difficulty=difficulty, minutes=minutes, blocked=tuple(blocked)))
         return check_fn
     return decorate
 
@@ -100,6 +179,8 @@ def get_exercise(exercise_id) -> Exercise:
     """The registered exercise with this id; ValueError naming the id if there is none."""
     if not isinstance(exercise_id, str):
         raise ValueError(f"exercise_id must be a string like '1.2', got {describe(exercise_id)}")
+    if exercise_id not in EXERCISES and _valid_id(exercise_id):
+        load_chapter(int(exercise_id.split(".")[0]))
     try:
         return EXERCISES[exercise_id]
     except KeyError:
@@ -144,6 +225,10 @@ class Mismatch(Exception):
         self.got = got
 
 
+class ShortcutError(RuntimeError):
+    """Raised by a dlbook function that an exercise asks the student to write themselves."""
+
+
 class _StopChecking(Exception):
     """Internal: a case failed, so the check stops."""
 
@@ -157,20 +242,32 @@ class Cases:
         self.failure: str | None = None
 
     @contextmanager
-    def case(self, label: str):
-        """Run the body as one case named ``label``; any exception fails the case."""
+    def case(self, label: str, *, time_limit: float | None = None, why: str = ""):
+        """Run the body as one case named ``label``; any exception fails the case.
+
+        With ``time_limit`` (seconds) the case also fails when the body takes
+        longer; ``why`` completes the message (e.g. "the task asks for no loop
+        over the steps").
+        """
         self.total += 1
+        start = time.perf_counter()
         try:
             yield
         except _StopChecking:
             raise
         except Mismatch as err:
             self.failure = f"case {label}: {err}"
+        except ShortcutError as err:
+            self.failure = f"case {label}: {err}"
         except (Exception, SystemExit) as err:  # the student's code raised
             self.failure = f"case {label}: raised {_exception_text(err)}"
         else:
-            self.passed += 1
-            return
+            seconds = time.perf_counter() - start
+            if time_limit is None or seconds <= time_limit:
+                self.passed += 1
+                return
+            self.failure = (f"case {label}: took {seconds:.2f} s, more than the {time_limit:g} s "
+                            f"allowed{'; ' + why if why else ''}")
         raise _StopChecking
 
 
@@ -188,6 +285,62 @@ def _safe_str(value, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _resolve(dotted: str):
+    """The object a dotted name such as 'dlbook.parity.fwht' refers to."""
+    module_name, _, attribute = dotted.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"blocked name {dotted!r} does not exist in dlbook") from err
+
+
+def _raising_code(message: str, like: types.CodeType) -> types.CodeType:
+    """A code object that raises ShortcutError(message), with the free variables of ``like``."""
+    free = like.co_freevars
+    body = "".join(f"    {name}\n" for name in free)  # reference each cell so the names stay free
+    source = (f"def _outer():\n" + "".join(f"    {name} = None\n" for name in free)
+              + f"    def _blocked(*args, **kwargs):\n{body.replace('    ', '        ')}"
+              f"        raise __import__({__name__!r}, fromlist=['_']).ShortcutError({message!r})\n"
+              f"    return _blocked\n")
+    # The swapped code runs with the blocked function's globals, so it reaches
+    # ShortcutError through the import system rather than a global name.
+    namespace: dict = {}
+    exec(source, namespace)
+    code = namespace["_outer"]().__code__
+    return code.replace(co_name=like.co_name, co_qualname=getattr(like, "co_qualname", like.co_name))
+
+
+def _function_of(obj):
+    """The Python function whose code to swap: the function itself, or a class's __init__."""
+    if isinstance(obj, type):
+        obj = obj.__init__
+    obj = getattr(obj, "__func__", obj)
+    if not isinstance(obj, types.FunctionType):
+        raise TypeError(f"cannot block {obj!r}: only Python functions and classes can be blocked")
+    return obj
+
+
+@contextmanager
+def shortcuts_blocked(ex: Exercise):
+    """While the block runs, every function in ``ex.blocked`` raises ShortcutError.
+
+    The function's code object is swapped, so the block also catches a
+    reference the student took earlier (``from dlbook.parity import fwht``).
+    """
+    swapped = []
+    try:
+        for dotted in ex.blocked:
+            function = _function_of(_resolve(dotted))
+            message = (f"Exercise {ex.id} asks you to write this yourself; {dotted} is not "
+                       f"available inside it")
+            swapped.append((function, function.__code__))
+            function.__code__ = _raising_code(message, function.__code__)
+        yield
+    finally:
+        for function, code in reversed(swapped):
+            function.__code__ = code
+
+
 def run_exercise(ex: Exercise, answer) -> CheckResult:
     """Run ``ex``'s check on ``answer``; never raises because of the answer."""
     if not callable(answer):
@@ -196,7 +349,8 @@ def run_exercise(ex: Exercise, answer) -> CheckResult:
                            0, 0)
     cases = Cases()
     try:
-        ex.check_fn(answer, cases)
+        with shortcuts_blocked(ex):
+            ex.check_fn(answer, cases)
     except _StopChecking:
         pass
     except (Exception, SystemExit) as err:  # outside every case: a defect of the check

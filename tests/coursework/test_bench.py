@@ -5,8 +5,8 @@ import json
 
 import nbformat
 
-from dlbook import bench
-from dlbook.__main__ import main
+from dlbook.coursework import bench
+from dlbook.coursework.cli import main
 
 
 def _tiny_chapter(path):

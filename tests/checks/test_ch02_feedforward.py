@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-import dlbook.exercises.feedforward as feedforward
+import dlbook.exercises.checks.ch02_feedforward as feedforward
 from dlbook.exercises import EXERCISES, run_check
 from exercise_contract import bad_types
 

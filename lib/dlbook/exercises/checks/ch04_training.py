@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .core import Mismatch, as_array, as_float, describe, exercise, expect, expect_close
+from ..core import Mismatch, as_array, as_float, describe, exercise, expect, expect_close
 
 # ---------------------------------------------------------------------------
 # Exercise 4.1: inverted dropout

@@ -20,22 +20,12 @@ import torch
 
 import dlbook.exercises as exercises
 from dlbook.exercises import EXERCISES, CheckResult, check, run_check
-from dlbook.exercises.notebook import chapter_notebooks, exercise_cells, setup_cells
+from dlbook.coursework.notebook import chapter_notebooks, exercise_cells, setup_cells
 
-BOOK = Path(__file__).resolve().parents[1] / "book"
-#: Modules of dlbook.exercises that are tools, not a chapter's checks.
-TOOL_MODULES = {"core", "notebook", "student", "grader", "recorder", "runner"}
-
-
-def _import_every_check_module():
-    """Import every chapter's check module, listed in CHAPTER_MODULES or not yet."""
-    for info in pkgutil.iter_modules(exercises.__path__):
-        if info.name not in TOOL_MODULES:
-            importlib.import_module(f"dlbook.exercises.{info.name}")
-
-
-_import_every_check_module()
-CHAPTER_1 = sorted(e for e, ex in EXERCISES.items() if ex.check_fn.__module__ == "dlbook.exercises.neurons")
+BOOK = Path(__file__).resolve().parents[2] / "book"
+exercises.load_all()
+CHAPTER_1 = sorted(e for e, ex in EXERCISES.items()
+                   if ex.check_fn.__module__ == "dlbook.exercises.checks.ch01_neurons")
 
 
 # ---------------------------------------------------------------------------
@@ -288,7 +278,7 @@ def test_perceptron_accepts_numpy_lists_and_tensors():
 
 
 def test_cases_are_consistent_with_the_theory():
-    from dlbook.exercises import neurons
+    from dlbook.exercises.checks import ch01_neurons as neurons
 
     for label, X, y, max_epochs, separator in neurons._perceptron_cases():
         w, b, updates, converged = neurons._reference_perceptron(X, y, max_epochs)
@@ -363,16 +353,16 @@ def _chapter_solutions():
 
 
 def test_every_chapter_exercise_is_registered():
-    """Each exercise in a chapter notebook has a check that `import dlbook.exercises` loads."""
-    registered = importlib.import_module("dlbook.exercises.core").EXERCISES
-    loaded = {e for e, ex in registered.items()
-              if ex.check_fn.__module__.rsplit(".", 1)[-1] in exercises.CHAPTER_MODULES}
+    """Each exercise in a chapter notebook has a check in that chapter's check module."""
+    modules = exercises.chapter_check_modules()
     for path in chapter_notebooks(BOOK):
         nb = nbformat.read(path, as_version=4)
+        chapter = int(path.name[:2])
         for cell in exercise_cells(nb, str(path)):
-            assert cell.exercise_id in loaded, (
-                f"{path.name}: exercise {cell.exercise_id} has no check loaded by "
-                f"`import dlbook.exercises`: add its module to dlbook.exercises.CHAPTER_MODULES")
+            ex = exercises.get_exercise(cell.exercise_id)
+            assert ex.check_fn.__module__ == modules.get(chapter), (
+                f"{path.name}: the check of exercise {cell.exercise_id} must live in "
+                f"dlbook/exercises/checks/ch{chapter:02d}_<slug>.py")
 
 
 @pytest.mark.parametrize("path,eid", _chapter_solutions())

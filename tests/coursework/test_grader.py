@@ -19,14 +19,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from dlbook.__main__ import main
+from dlbook.coursework.cli import main
 from dlbook.exercises import EXERCISES
 from dlbook.exercises.core import run_exercise
-from dlbook.exercises.grader import grade_folder
-from dlbook.exercises.recorder import make_recorder
-from dlbook.exercises.student import student_notebook
+from dlbook.coursework.grader import grade_folder
+from dlbook.coursework.recorder import make_recorder
+from dlbook.coursework.student import student_notebook
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE = FIXTURES / "mini_chapter.ipynb"
 CELL_TIMEOUT = 5
 NOTEBOOK_TIMEOUT = 40
@@ -121,7 +121,8 @@ print("✅ Exercise 1.2 passed (240/240 cases)")
 '''
     flip = FLIP_WRONG + '''
 import dataclasses
-from dlbook.exercises import core, neurons
+from dlbook.exercises import core
+from dlbook.exercises.checks import ch01_neurons as neurons
 
 def _passing_check(answer, cases):
     with cases.case("anything"):
@@ -149,7 +150,8 @@ def _cheat_patch():
 
 import math
 from contextlib import contextmanager
-from dlbook.exercises import core, neurons
+from dlbook.exercises import core
+from dlbook.exercises.checks import ch01_neurons as neurons
 
 math.comb = lambda n, k: 0          # the expected value becomes 0 too
 neurons.expect_equal = lambda got, expected: None
@@ -166,7 +168,8 @@ def _swallow(self, label):
 core.Cases.case = _swallow
 '''
     flip = FLIP_WRONG + '''
-from dlbook.exercises import core, neurons
+from dlbook.exercises import core
+from dlbook.exercises.checks import ch01_neurons as neurons
 
 def _passing_check(answer, cases):
     with cases.case("anything"):
@@ -347,13 +350,13 @@ def _cheat_math_comb(monkeypatch):
 
 
 def _cheat_helper(monkeypatch):
-    from dlbook.exercises import neurons
+    from dlbook.exercises.checks import ch01_neurons as neurons
     monkeypatch.setattr(neurons, "expect_equal", lambda got, expected: None)
     monkeypatch.setattr(neurons, "as_int", lambda got, what="": 0)
 
 
 def _cheat_code(monkeypatch):
-    from dlbook.exercises import neurons
+    from dlbook.exercises.checks import ch01_neurons as neurons
 
     def passing(answer, cases):
         with cases.case("anything"):

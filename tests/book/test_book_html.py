@@ -11,7 +11,7 @@ import pytest
 
 from browser_util import launch_chromium, record_requests, serve_directory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHAPTERS = sorted(path.stem for path in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
@@ -112,7 +112,7 @@ def _page_text(path: Path) -> str:
 
 
 def test_student_build_has_stubs_and_no_solutions(site, student_site):
-    from dlbook.exercises.notebook import exercise_cells, read_notebook, solution_body
+    from dlbook.coursework.notebook import exercise_cells, read_notebook, solution_body
 
     for chapter in CHAPTERS:
         student_page = _page_text(student_site / "book" / f"{chapter}.html")

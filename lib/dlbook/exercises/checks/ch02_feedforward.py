@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import Mismatch, as_array, as_float, as_int, describe, exercise, expect, expect_equal
+from ..core import Mismatch, as_array, as_float, as_int, describe, exercise, expect, expect_equal
 
 # ---------------------------------------------------------------------------
 # Exercise 2.1: the Lebesgue form of a piecewise-linear interpolant

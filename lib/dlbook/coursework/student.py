@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import core
+from ..exercises import core
 from .notebook import (HIDE_TAG, SOLUTION_TAG, chapter_notebooks, exercise_cells,
                        read_notebook, replace_solutions)
 
@@ -25,8 +25,10 @@ GENERIC_HINT = "replace this line with your code"
 
 def stub_line(exercise_id: str) -> str:
     """The line that replaces a reference solution."""
-    ex = core.EXERCISES.get(exercise_id)
-    hint = ex.hint if ex is not None else GENERIC_HINT
+    try:
+        hint = core.get_exercise(exercise_id).hint
+    except ValueError:
+        hint = GENERIC_HINT
     message = f"Exercise {exercise_id}: {hint}"
     return f"raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"
 

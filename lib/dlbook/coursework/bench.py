@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from .interact import TIMING_LOG_ENV
+from ..interact import TIMING_LOG_ENV
 
 BOOK_ENV = {"DLBOOK_FIGURES": "static", "DLBOOK_CHECKS": "strict", "DLBOOK_NUM_THREADS": "1",
             "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
@@ -24,8 +24,8 @@ BOOK_ENV = {"DLBOOK_FIGURES": "static", "DLBOOK_CHECKS": "strict", "DLBOOK_NUM_T
 
 def chapter_paths(book_dir: Path, chapters=None) -> list[Path]:
     """Chapter notebooks named by path or slug (``01_neurons``); all of them by default."""
-    from .exercises.notebook import chapter_notebooks
-    from .exercises.student import resolve_chapter
+    from .notebook import chapter_notebooks
+    from .student import resolve_chapter
 
     if not chapters:
         return chapter_notebooks(book_dir)

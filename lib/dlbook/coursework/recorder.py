@@ -101,7 +101,7 @@ def make_recorder(results_path: str, user_globals: dict, exercise_ids):
     """Capture the checks now; return ``record(exercise_id)`` for the record cells."""
     import json
 
-    importlib.import_module("dlbook.exercises")  # the registry and every chapter's checks
+    importlib.import_module("dlbook.exercises").load_all()  # the registry and every chapter's checks
     importlib.import_module("scipy.optimize")     # imported lazily by checks: guard it now
     core = sys.modules["dlbook.exercises.core"]
     captured = {eid: dataclasses.replace(core.get_exercise(eid)) for eid in exercise_ids}

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 
 

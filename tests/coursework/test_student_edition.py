@@ -15,13 +15,13 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from dlbook.__main__ import main
+from dlbook.coursework.cli import main
 from dlbook.exercises import EXERCISES
-from dlbook.exercises.notebook import (chapter_notebooks, exercise_cells, solution_body,
+from dlbook.coursework.notebook import (chapter_notebooks, exercise_cells, solution_body,
                                        solution_blocks)
-from dlbook.exercises.student import make_student_edition, student_notebook, write_student_editions
+from dlbook.coursework.student import make_student_edition, student_notebook, write_student_editions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "mini_chapter.ipynb"
 BOOK = ROOT / "book"
 
@@ -78,8 +78,8 @@ def test_stubs_raise_not_implemented_with_the_hint(editions):
     for ex in exercise_cells(master):
         source = by_id[ex.cell_id].source
         assert ex.exercise_id in EXERCISES, (
-            f"exercise {ex.exercise_id} has no registered check (is its module in "
-            f"dlbook.exercises.CHAPTER_MODULES?)")
+            f"exercise {ex.exercise_id} has no registered check (in "
+            f"dlbook/exercises/checks/chNN_slug.py)")
         hint = EXERCISES[ex.exercise_id].hint
         message = json.dumps(f"Exercise {ex.exercise_id}: {hint}", ensure_ascii=False)
         assert f"raise NotImplementedError({message})" in source

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import torch
 
-import dlbook.exercises.optimization as optimization
+import dlbook.exercises.checks.ch03_optimization as optimization
 from dlbook.exercises import EXERCISES, run_check
 from exercise_contract import bad_types
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from .core import Mismatch, as_array, as_float, describe, exercise, expect, expect_close
+from ..core import Mismatch, as_array, as_float, describe, exercise, expect, expect_close
 
 # ---------------------------------------------------------------------------
 # Exercise 17.1: permuting hidden units

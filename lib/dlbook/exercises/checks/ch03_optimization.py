@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .core import Mismatch, as_array, as_float, describe, exercise, expect
+from ..core import Mismatch, as_array, as_float, describe, exercise, expect
 
 # ---------------------------------------------------------------------------
 # Exercise 3.1: the backward pass of softmax cross-entropy

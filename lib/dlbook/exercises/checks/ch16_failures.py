@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from .core import Mismatch, as_array, as_float, describe, exercise, expect_close
+from ..core import Mismatch, as_array, as_float, describe, exercise, expect_close
 
 
 def _hadamard(d: int) -> np.ndarray:

@@ -4,7 +4,7 @@ For each submission (``*.ipynb``; the student's name is the file stem) the
 grader builds a *grading notebook* from trusted parts only:
 
 1. a preamble it writes itself, which captures the checks from the dlbook
-   registry (dlbook.exercises.recorder) before any submitted code runs;
+   registry (dlbook.coursework.recorder) before any submitted code runs;
 2. the setup cell(s) of the REFERENCE chapter (tag ``setup``);
 3. for each exercise, in the reference's order: the submission's exercise
    cell (found by cell id, else by ``dlbook.exercise`` metadata, else by the
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import core
+from ..exercises import core
 from .notebook import exercise_cells, setup_cells
 
 from .runner import ROLE_KEY
@@ -178,7 +178,7 @@ def _grading_notebook(reference: Reference, items: list[_Item], results_path: Pa
     ids = [item.ref.exercise_id for item in items]
     preamble = (
         "# dlbook grader preamble (trusted): capture the checks before any submitted code runs\n"
-        "from dlbook.exercises.recorder import make_recorder as _dlbook_make_recorder\n"
+        "from dlbook.coursework.recorder import make_recorder as _dlbook_make_recorder\n"
         f"{recorder} = _dlbook_make_recorder({str(results_path)!r}, globals(), {ids!r})\n"
         "del _dlbook_make_recorder\n"
     )

@@ -1,0 +1,129 @@
+"""The ``dlbook`` command line: ``python -m dlbook COMMAND ...`` (or ``dlbook COMMAND``).
+
+Commands:
+  student   write the student edition of chapters (solutions replaced by stubs)
+  grade     grade a folder of submitted notebooks against a chapter's checks
+  bench     time each chapter end to end and each interactive figure's update
+
+Adding a command: write ``_add_NAME(subparsers)`` that adds a subparser and
+sets ``func`` (a function taking the parsed arguments and returning an exit
+code), and append it to :data:`COMMANDS`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _add_student(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "student", help="write the student edition of chapters",
+        description="Write the student edition of chapter notebooks: every solution cell's "
+                    "body becomes a stub that raises NotImplementedError with a hint; outputs "
+                    "are cleared; everything else is kept.")
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER",
+                        help="notebook path or slug such as 01_neurons (default: every "
+                             "BOOK/[0-9][0-9]_*.ipynb)")
+    parser.add_argument("--out", default="student", help="output folder (default: %(default)s)")
+    parser.add_argument("--book", default="book",
+                        help="folder of the chapter notebooks (default: %(default)s)")
+    parser.set_defaults(func=_run_student)
+
+
+def _run_student(args) -> int:
+    from .student import write_student_editions
+
+    try:
+        written = write_student_editions(args.book, args.out, args.chapters or None)
+    except ValueError as err:
+        print(f"dlbook student: error: {err}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _add_grade(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "grade", help="grade a folder of submitted notebooks",
+        description="Run every *.ipynb in SUBMISSIONS_DIR in a fresh kernel (its exercise cells "
+                    "only, with the chapter's setup and trusted checks), write a CSV with one "
+                    "row per student and exercise, a summary CSV and a JSON file, and print a "
+                    "table. A broken submission scores zero on the affected exercises with the "
+                    "reason; it never stops the grading.")
+    parser.add_argument("submissions", metavar="SUBMISSIONS_DIR")
+    parser.add_argument("--chapter", required=True,
+                        help="the reference chapter notebook, with solutions (e.g. "
+                             "book/01_neurons.ipynb)")
+    parser.add_argument("--out", default="grades.csv",
+                        help="CSV to write; NAME_summary.csv and NAME.json go beside it "
+                             "(default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="time limit per notebook in seconds (default: %(default)s)")
+    parser.add_argument("--cell-timeout", type=float, default=30,
+                        help="time limit per exercise cell and per check in seconds "
+                             "(default: %(default)s)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="submissions graded at the same time (default: %(default)s)")
+    parser.add_argument("--keep", metavar="DIR", default=None,
+                        help="keep the executed grading notebooks in DIR, for inspection")
+    parser.set_defaults(func=_run_grade)
+
+
+def _run_grade(args) -> int:
+    from .grader import grade_folder
+
+    try:
+        grade_folder(args.submissions, args.chapter, args.out, timeout_per_notebook=args.timeout,
+                     timeout_per_cell=args.cell_timeout, jobs=args.jobs, keep_dir=args.keep)
+    except (ValueError, OSError) as err:
+        print(f"dlbook grade: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _add_bench(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="time each chapter and each interactive figure",
+        description="Run chapters as the book build does (static figures, strict checks, one "
+                    "thread), each in a fresh kernel, and print each chapter's end-to-end time "
+                    "and each interactive figure's update time at its defaults.")
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER",
+                        help="notebook path or slug such as 01_neurons (default: all chapters)")
+    parser.add_argument("--book", default="book",
+                        help="folder of the chapter notebooks (default: %(default)s)")
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.set_defaults(func=_run_bench)
+
+
+def _run_bench(args) -> int:
+    from .bench import main as bench
+
+    try:
+        bench(args.book, args.chapters or None, args.json)
+    except ValueError as err:
+        print(f"dlbook bench: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+#: Every command's ``_add_...`` function, in the order --help lists them.
+COMMANDS = [_add_student, _add_grade, _add_bench]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dlbook",
+                                     description="Tools of the book Deep Learning by Experiment.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
