@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_float, check_int
+from .validation import as_tensor, check_choice, check_dtype, check_float, check_int
 
 # ---------------------------------------------------------------------------
 # Helpers
@@ -39,12 +39,6 @@ def _linear(weight, bias, *, device, dtype) -> nn.Linear:
     return layer.to(device)
 
 
-def _check_dtype(dtype) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
-    return dtype
-
-
 def _points(name: str, x) -> torch.Tensor:
     """A 1-D floating tensor of evaluation points."""
     x = as_tensor(name, x)
@@ -53,8 +47,8 @@ def _points(name: str, x) -> torch.Tensor:
     return x if x.is_floating_point() else x.to(torch.float64)
 
 
-def evaluate(model: nn.Module, x) -> torch.Tensor:
-    """A scalar-input, scalar-output network on a 1-D tensor of points, as a 1-D tensor (Chapter 2)."""
+def curve(model: nn.Module, x) -> torch.Tensor:
+    """The values of a scalar-input, scalar-output network at the points x, as a 1-D tensor (Chapter 2)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     x = _points("x", x)
@@ -93,7 +87,7 @@ def sigmoid_staircase(target: Callable, num_units: int, sharpness: float, low: f
     if not callable(target):
         raise TypeError(f"target must be a function of a tensor, got {type(target).__name__}")
     sharpness = check_float("sharpness", sharpness, low=0.0, low_open=True)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype("dtype", dtype)
     samples, steps = staircase_knots(num_units, low, high)
     values = torch.as_tensor(target(samples), dtype=torch.float64)
     if values.shape != samples.shape:
@@ -243,7 +237,7 @@ _TENT_BIAS = torch.tensor([0.0, -0.5], dtype=torch.float64)
 def sawtooth_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
     """Width-2 ReLU net with ``depth`` hidden layers computing the sawtooth on [0, 1] exactly (Chapter 2)."""
     depth = check_int("depth", depth, minimum=1)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype("dtype", dtype)
     layers = [_linear(torch.ones(2, 1), _TENT_BIAS, device=device, dtype=dtype), nn.ReLU()]
     for _ in range(depth - 1):
         # Two units of the next layer both read t = 2 h1 - 4 h2: weight [[2, -4], [2, -4]].
@@ -255,7 +249,7 @@ def sawtooth_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.flo
 def montufar_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
     """Width-2 net: depth - 1 tent layers, then relu(1/3 - t) + relu(t - 2/3); 3 * 2^(depth-1) pieces (Chapter 2)."""
     depth = check_int("depth", depth, minimum=1)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype("dtype", dtype)
     last_weight = torch.tensor([[-1.0], [1.0]], dtype=torch.float64)
     last_bias = torch.tensor([1 / 3, -2 / 3], dtype=torch.float64)
     if depth == 1:
@@ -322,10 +316,10 @@ def boolean_cube(num_bits: int, *, device="cpu", dtype: torch.dtype = torch.floa
     num_bits = check_int("num_bits", num_bits, minimum=1, maximum=24)
     codes = torch.arange(2**num_bits)
     shifts = torch.arange(num_bits - 1, -1, -1)
-    return ((codes[:, None] >> shifts[None, :]) & 1).to(device=device, dtype=_check_dtype(dtype))
+    return ((codes[:, None] >> shifts[None, :]) & 1).to(device=device, dtype=check_dtype("dtype", dtype))
 
 
-def parity(X) -> torch.Tensor:
+def bit_parity(X) -> torch.Tensor:
     """x_1 XOR ... XOR x_n for each row of a 0/1 matrix (Chapter 2)."""
     X = as_tensor("X", X, ndim=2)
     return X.round().long().sum(dim=1) % 2
@@ -382,7 +376,7 @@ def parity_implicants(num_bits: int) -> list[tuple]:
     """
     num_bits = check_int("num_bits", num_bits, minimum=1, maximum=10)
     cube = boolean_cube(num_bits, dtype=torch.float64)
-    odd = parity(cube) == 1
+    odd = bit_parity(cube) == 1
     implicants = []
     for term in itertools.product((None, 0, 1), repeat=num_bits):
         covered = torch.ones(len(cube), dtype=torch.bool)

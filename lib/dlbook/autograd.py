@@ -23,9 +23,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from .data import _check_device, _check_dtype
 from .runtime import generator
-from .validation import _describe, as_tensor, check_int
+from .validation import as_tensor, check_device, check_dtype, check_int, describe
 
 
 def unbroadcast(grad: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
@@ -35,7 +34,7 @@ def unbroadcast(grad: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torc
     entry of x contributed to the loss, so its gradient is the sum over copies.
     """
     if not isinstance(grad, torch.Tensor):
-        raise TypeError(f"grad must be a tensor, got {_describe(grad)}")
+        raise TypeError(f"grad must be a tensor, got {describe(grad)}")
     shape = torch.Size(shape)
     if not _broadcasts_to(shape, grad.shape):
         raise ValueError(f"shape {tuple(shape)} does not broadcast to the gradient's shape {tuple(grad.shape)}")
@@ -68,7 +67,7 @@ class Tensor:
         if not data.is_floating_point():
             data = data.to(torch.get_default_dtype())
         if not isinstance(requires_grad, bool):
-            raise TypeError(f"requires_grad must be True or False, got {_describe(requires_grad)}")
+            raise TypeError(f"requires_grad must be True or False, got {describe(requires_grad)}")
         self.data = data.detach()
         self.grad: torch.Tensor | None = None
         self.requires_grad = requires_grad
@@ -108,7 +107,7 @@ class Tensor:
         if isinstance(other, Tensor):
             return other
         if isinstance(other, bool) or not isinstance(other, (numbers.Real, torch.Tensor)):
-            raise TypeError(f"cannot combine a Tensor with {_describe(other)}")
+            raise TypeError(f"cannot combine a Tensor with {describe(other)}")
         return Tensor(torch.as_tensor(other, dtype=self.dtype, device=self.device))
 
     def _result(self, data: torch.Tensor, parents: tuple["Tensor", ...], op: str) -> "Tensor":
@@ -153,7 +152,7 @@ class Tensor:
 
     def __pow__(self, exponent) -> "Tensor":
         if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
-            raise TypeError(f"exponent must be a real number, got {_describe(exponent)}")
+            raise TypeError(f"exponent must be a real number, got {describe(exponent)}")
         out = self._result(self.data ** exponent, (self,), f"**{exponent}")
 
         def backward(grad):  # d(a^p) = p a^(p-1) da
@@ -316,7 +315,7 @@ def topological_order(root: Tensor) -> list[Tensor]:
     An iterative depth-first search, so very deep graphs do not hit Python's recursion limit.
     """
     if not isinstance(root, Tensor):
-        raise TypeError(f"root must be a dlbook.autograd.Tensor, got {_describe(root)}")
+        raise TypeError(f"root must be a dlbook.autograd.Tensor, got {describe(root)}")
     order, visited = [], set()
     stack = [(root, False)]
     while stack:
@@ -339,12 +338,12 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
     Backward: d(loss)/d(logits) = (softmax(logits) - one_hot(targets)) / N.
     """
     if not isinstance(logits, Tensor):
-        raise TypeError(f"logits must be a dlbook.autograd.Tensor, got {_describe(logits)}")
+        raise TypeError(f"logits must be a dlbook.autograd.Tensor, got {describe(logits)}")
     if logits.dim() != 2:
         raise ValueError(f"logits must have shape (N, C), got shape {tuple(logits.shape)}")
     targets = as_tensor("targets", targets, ndim=1)
     if targets.is_floating_point() or targets.dtype == torch.bool:
-        raise TypeError(f"targets must hold integer class indices, got {_describe(targets)}")
+        raise TypeError(f"targets must hold integer class indices, got {describe(targets)}")
     num_rows, num_classes = logits.shape
     if len(targets) != num_rows:
         raise ValueError(f"targets must have {num_rows} entries to match logits, got {len(targets)}")
@@ -379,12 +378,12 @@ class MLP:
     def __init__(self, sizes: Sequence[int], *, activation: str = "relu", seed: int = 0,
                  device="cpu", dtype: torch.dtype = torch.float64):
         if not isinstance(sizes, (list, tuple)) or len(sizes) < 2:
-            raise ValueError(f"sizes must list at least an input and an output size, got {_describe(sizes)}")
+            raise ValueError(f"sizes must list at least an input and an output size, got {describe(sizes)}")
         self.sizes = [check_int(f"sizes[{i}]", s, minimum=1) for i, s in enumerate(sizes)]
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {list(_ACTIVATIONS)}, got {activation!r}")
         self.activation = activation
-        device, dtype = _check_device(device), _check_dtype(dtype)
+        device, dtype = check_device("device", device), check_dtype("dtype", dtype)
         rng = generator(seed)
         self.layers: list[tuple[Tensor, Tensor]] = []
         for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:]):
@@ -429,10 +428,10 @@ def finite_difference_gradient(fn: Callable[[torch.Tensor], float], x, *, eps: f
     rounding; eps = 1e-6 balances them in float64.
     """
     if not callable(fn):
-        raise TypeError(f"fn must be callable, got {_describe(fn)}")
+        raise TypeError(f"fn must be callable, got {describe(fn)}")
     x = as_tensor("x", x)
     if not x.is_floating_point():
-        raise TypeError(f"x must be a floating tensor, got {_describe(x)}")
+        raise TypeError(f"x must be a floating tensor, got {describe(x)}")
     if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps > 0:
         raise ValueError(f"eps must be a positive number, got {eps!r}")
     flat = x.detach().clone().reshape(-1)

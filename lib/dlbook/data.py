@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .runtime import generator
-from .validation import check_float, check_int
+from .validation import check_bool, check_device, check_dtype, check_float, check_int
 
 
 class SeparableData(NamedTuple):
@@ -35,25 +35,6 @@ class Split(NamedTuple):
     y_test: torch.Tensor
 
 
-def _check_dtype(dtype) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype such as torch.float32, got {dtype!r}")
-    return dtype
-
-
-def _check_device(device) -> torch.device:
-    try:
-        return torch.device(device)
-    except (TypeError, RuntimeError) as err:
-        raise TypeError(f"device must be a torch.device or a string such as 'cpu', got {device!r}") from err
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return value
-
-
 def linearly_separable(num_points: int = 100, dim: int = 2, margin: float = 0.1, *,
                        bias: bool = True, seed: int = 0, device="cpu",
                        dtype: torch.dtype = torch.float32) -> SeparableData:
@@ -64,9 +45,9 @@ def linearly_separable(num_points: int = 100, dim: int = 2, margin: float = 0.1,
     num_points = check_int("num_points", num_points, minimum=1)
     dim = check_int("dim", dim, minimum=1)
     margin = check_float("margin", margin, low=0.0)
-    bias = _check_bool("bias", bias)
+    bias = check_bool("bias", bias)
     seed = check_int("seed", seed, minimum=0)
-    device, dtype = _check_device(device), _check_dtype(dtype)
+    device, dtype = check_device("device", device), check_dtype("dtype", dtype)
 
     rng = generator(seed)
     w_star = torch.randn(dim, generator=rng, dtype=torch.float64)
@@ -105,9 +86,32 @@ def linearly_separable(num_points: int = 100, dim: int = 2, margin: float = 0.1,
                          w_star.to(device=device, dtype=dtype), b_star)
 
 
+#: Encodings of a bit: 0/1 (Boolean circuits, Chapters 1-2) or +1/-1 with bit 1 -> -1
+#: (parities as characters, Chapter 16).
+ENCODINGS = ("01", "pm1")
+
+
+def hypercube(num_bits: int, *, encoding: str = "01", dtype: torch.dtype = torch.float32,
+              device="cpu") -> torch.Tensor:
+    """All 2^n points of the n-bit cube as rows, row i being i in binary, most significant bit first.
+
+    ``encoding="01"`` gives {0, 1}^n; ``encoding="pm1"`` maps bit b to 1 - 2b, so
+    row 0 is all +1 and a parity is a product of coordinates (Chapters 1, 2, 16).
+    """
+    num_bits = check_int("num_bits", num_bits, minimum=1, maximum=24)
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {list(ENCODINGS)}, got {encoding!r}")
+    dtype, device = check_dtype("dtype", dtype), check_device("device", device)
+    codes = torch.arange(2**num_bits)
+    shifts = torch.arange(num_bits - 1, -1, -1)
+    bits = (codes[:, None] >> shifts) & 1                      # (2^n, n), MSB first
+    values = bits if encoding == "01" else 1 - 2 * bits
+    return values.to(device=device, dtype=dtype)
+
+
 def xor(device="cpu", dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """The four corners of {0,1}^2 with XOR labels as ±1 (XOR true = +1) (Chapter 1)."""
-    device, dtype = _check_device(device), _check_dtype(dtype)
+    device, dtype = check_device("device", device), check_dtype("dtype", dtype)
     X = torch.tensor([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=dtype, device=device)
     y = torch.tensor([-1, 1, 1, -1], dtype=dtype, device=device)
     return X, y
@@ -119,7 +123,7 @@ def random_sign_patterns(num_patterns: int, dim: int, *, seed: int = 0, device="
     num_patterns = check_int("num_patterns", num_patterns, minimum=1)
     dim = check_int("dim", dim, minimum=1)
     seed = check_int("seed", seed, minimum=0)
-    device, dtype = _check_device(device), _check_dtype(dtype)
+    device, dtype = check_device("device", device), check_dtype("dtype", dtype)
     bits = torch.randint(0, 2, (num_patterns, dim), generator=generator(seed))
     return (2 * bits - 1).to(device=device, dtype=dtype)
 
@@ -137,7 +141,7 @@ def gaussian_blobs(num_points: int = 200, num_classes: int = 2, dim: int = 2, sp
     spread = check_float("spread", spread, low=0.0)
     radius = check_float("radius", radius, low=0.0)
     seed = check_int("seed", seed, minimum=0)
-    device = _check_device(device)
+    device = check_device("device", device)
 
     # Centres evenly spaced on a circle in the first two coordinates, so that
     # the same spread means the same overlap whatever the dimension.
@@ -162,7 +166,7 @@ def two_moons(num_points: int = 200, noise: float = 0.1, *, seed: int = 0,
     num_points = check_int("num_points", num_points, minimum=2)
     noise = check_float("noise", noise, low=0.0)
     seed = check_int("seed", seed, minimum=0)
-    device = _check_device(device)
+    device = check_device("device", device)
     X, y = make_moons(n_samples=num_points, noise=noise, random_state=seed)
     return (torch.tensor(X, dtype=torch.float32, device=device),
             torch.tensor(y, dtype=torch.int64, device=device))
@@ -188,8 +192,8 @@ def load_digits(*, test_fraction: float = 0.25, seed: int = 0, device="cpu",
     test_fraction = check_float("test_fraction", test_fraction, low=0.0, high=1.0,
                                 low_open=True, high_open=True)
     seed = check_int("seed", seed, minimum=0)
-    flatten = _check_bool("flatten", flatten)
-    device = _check_device(device)
+    flatten = check_bool("flatten", flatten)
+    device = check_device("device", device)
     X, y = _digits_arrays()
     # Stratification needs at least one image of each of the 10 classes on each side.
     if round(test_fraction * len(y)) < 10 or round((1 - test_fraction) * len(y)) < 10:

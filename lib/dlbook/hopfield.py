@@ -12,9 +12,17 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .data import _check_device, random_sign_patterns
+from .data import random_sign_patterns
 from .runtime import generator
-from .validation import as_tensor, check_finite, check_float, check_int, check_labels_pm1
+from .validation import (
+    as_tensor,
+    check_device,
+    check_finite,
+    check_float,
+    check_int,
+    check_labels_pm1,
+    check_sequence,
+)
 
 
 class HopfieldRun(NamedTuple):
@@ -229,15 +237,6 @@ def flip_probability(alpha):
     return 0.0 if alpha == 0 else float(0.5 * erfc(1.0 / math.sqrt(2.0 * alpha)))
 
 
-def _check_sequence(name: str, values, check, **limits) -> list:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"{name} must be a sequence, got {values!r}")
-    values = [check(name, value, **limits) for value in values]
-    if not values:
-        raise ValueError(f"{name} must not be empty")
-    return values
-
-
 def capacity_curve(n: int = 500, alphas=(0.05, 0.10, 0.12, 0.138, 0.16, 0.20, 0.25), *,
                    seeds=(0,), sweeps: int = 20, device="cpu") -> dict:
     """Recall of random patterns against load alpha = s/n, started at each stored pattern (Chapter 1).
@@ -246,10 +245,10 @@ def capacity_curve(n: int = 500, alphas=(0.05, 0.10, 0.12, 0.138, 0.16, 0.20, 0.
     flip_fraction, flip_theory, final_overlap and perfect_recall, averaged over seeds.
     """
     n = check_int("n", n, minimum=2)
-    alphas = _check_sequence("alphas", alphas, check_float, low=0.0, low_open=True)
-    seeds = _check_sequence("seeds", seeds, check_int, minimum=0)
+    alphas = check_sequence("alphas", alphas, check_float, low=0.0, low_open=True)
+    seeds = check_sequence("seeds", seeds, check_int, minimum=0)
     sweeps = check_int("sweeps", sweeps, minimum=1)
-    device = _check_device(device)
+    device = check_device("device", device)
     if len(alphas) > 1000:
         raise ValueError(f"alphas must hold at most 1000 loads, got {len(alphas)}")
 
@@ -297,7 +296,7 @@ def estimate_capacity(curve: dict, level: float = 0.9) -> float:
 def mixture_state(patterns, indices=(0, 1, 2)) -> torch.Tensor:
     """Spurious mixture state sign(x_a + x_b + x_c + ...) of an odd number of patterns (Chapter 1)."""
     patterns = _check_pm1("patterns", patterns)
-    indices = _check_sequence("indices", indices, check_int, minimum=0,
+    indices = check_sequence("indices", indices, check_int, minimum=0,
                               maximum=len(patterns) - 1)
     if len(indices) % 2 == 0 or len(set(indices)) != len(indices):
         raise ValueError(f"indices must name an odd number of distinct patterns, got {indices}")

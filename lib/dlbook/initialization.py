@@ -14,20 +14,13 @@ import numpy as np
 import torch
 
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_float, check_int
+from .validation import as_tensor, check_choice, check_device, check_float, check_int
 
 #: Initialization schemes: Gaussian LeCun (1/n), Xavier/Glorot (2/(n+m)), He/Kaiming (2/n),
 #: PyTorch's nn.Linear default (uniform on ±1/√n, variance 1/(3n)) and orthogonal.
 SCHEMES = ("lecun", "xavier", "he", "torch_default", "orthogonal")
 #: Activations used in the propagation experiments.
 ACTIVATIONS = ("linear", "relu", "tanh")
-
-
-def _check_device(device) -> torch.device:
-    try:
-        return torch.device(device)
-    except (TypeError, RuntimeError) as err:
-        raise TypeError(f"device must be a torch.device or a string such as 'cpu', got {device!r}") from err
 
 
 def weight_variance(scheme: str, fan_in: int, fan_out: int) -> float:
@@ -51,7 +44,7 @@ def init_weight(fan_out: int, fan_in: int, scheme: str, *, seed: int = 0, device
     """A (fan_out, fan_in) weight matrix drawn from ``scheme`` (Chapter 4), the layout of nn.Linear."""
     variance = weight_variance(scheme, fan_in, fan_out)
     seed = check_int("seed", seed, minimum=0)
-    device = _check_device(device)
+    device = check_device("device", device)
     rng = generator(seed)
     if scheme == "torch_default":
         # kaiming_uniform_(a=√5) reduces to U[-1/√n, 1/√n]; variance bound² / 3.
@@ -88,7 +81,7 @@ def propagate(depth: int, width: int, scheme: str, activation: str, *, num_input
     check_choice("scheme", scheme, SCHEMES)
     phi = activation_fn(activation)
     seed = check_int("seed", seed, minimum=0)
-    device = _check_device(device)
+    device = check_device("device", device)
     x = torch.randn(num_inputs, width, generator=generator(seed), dtype=torch.float64)
     signal = x.to(device=device, dtype=dtype)
     moments = []
@@ -145,7 +138,7 @@ def end_to_end_singular_values(depth: int, width: int, scheme: str, *, seed: int
     depth = check_int("depth", depth, minimum=1)
     width = check_int("width", width, minimum=1)
     seed = check_int("seed", seed, minimum=0)
-    product = torch.eye(width, dtype=torch.float64, device=_check_device(device))
+    product = torch.eye(width, dtype=torch.float64, device=check_device("device", device))
     for layer in range(depth):
         weight = init_weight(width, width, scheme, seed=seed * 100_003 + layer + 1, device=device,
                              dtype=torch.float64)

@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from .runtime import in_book_build
-from .validation import _describe, check_int
+from .validation import check_int, describe
 
 #: Environment variable that forces the mode: "static" or "live".
 FIGURES_ENV = "DLBOOK_FIGURES"
@@ -107,7 +107,7 @@ def _kind(value) -> str | None:
 def _check_values(name: str, values) -> tuple:
     """Check the list of values of one parameter; returns it as a tuple."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"params[{name!r}] must be a list of values, got {_describe(values)}")
+        raise TypeError(f"params[{name!r}] must be a list of values, got {describe(values)}")
     values = tuple(values)
     if not values:
         raise ValueError(f"params[{name!r}] is empty: give at least one value")
@@ -115,7 +115,7 @@ def _check_values(name: str, values) -> tuple:
     if None in kinds:
         bad = values[kinds.index(None)]
         raise TypeError(f"params[{name!r}] may hold numbers, strings or booleans, "
-                        f"got {_describe(bad)}")
+                        f"got {describe(bad)}")
     if len(set(kinds)) > 1:
         raise ValueError(f"params[{name!r}] mixes types ({', '.join(sorted(set(kinds)))}); "
                          f"use values of one type, got {list(values)}")
@@ -137,10 +137,10 @@ def _validate(plot_fn, params, defaults=None, fixed=None, max_frames=MAX_FRAMES)
     """Check every argument once, with errors that name the argument."""
     if not callable(plot_fn):
         raise TypeError(f"plot_fn must be callable (a function returning a matplotlib "
-                        f"Figure), got {_describe(plot_fn)}")
+                        f"Figure), got {describe(plot_fn)}")
     if not isinstance(params, dict):
         raise TypeError(f"params must be a dict mapping parameter names to lists of "
-                        f"values, got {_describe(params)}")
+                        f"values, got {describe(params)}")
     if not params:
         raise ValueError("params is empty: give at least one parameter and its values")
     for name in params:
@@ -151,7 +151,7 @@ def _validate(plot_fn, params, defaults=None, fixed=None, max_frames=MAX_FRAMES)
 
     defaults = {} if defaults is None else defaults
     if not isinstance(defaults, dict):
-        raise TypeError(f"defaults must be a dict or None, got {_describe(defaults)}")
+        raise TypeError(f"defaults must be a dict or None, got {describe(defaults)}")
     start = []
     for name in defaults:
         if name not in params:
@@ -169,7 +169,7 @@ def _validate(plot_fn, params, defaults=None, fixed=None, max_frames=MAX_FRAMES)
 
     fixed = {} if fixed is None else fixed
     if not isinstance(fixed, dict):
-        raise TypeError(f"fixed must be a dict or None, got {_describe(fixed)}")
+        raise TypeError(f"fixed must be a dict or None, got {describe(fixed)}")
     clash = sorted(set(fixed) & set(names))
     if clash:
         raise ValueError(f"fixed and params both set {', '.join(clash)}: "
@@ -205,7 +205,7 @@ def _render_figure(plot_fn, kwargs: dict) -> Figure:
         for number in set(plt.get_fignums()) - before:
             plt.close(number)
         raise TypeError(f"plot_fn ({_plot_name(plot_fn)}) must return a matplotlib Figure, "
-                        f"but it returned {_describe(result)}; end it with `return fig`")
+                        f"but it returned {describe(result)}; end it with `return fig`")
     return result
 
 
@@ -231,7 +231,7 @@ def _key(indices) -> str:
 def _render_spec(spec: _Spec, dpi=None):
     """Render every grid point; identical pictures are stored once."""
     if dpi is not None and (not _is_number(dpi) or not dpi > 0):
-        raise ValueError(f"dpi must be a positive number or None, got {_describe(dpi)}")
+        raise ValueError(f"dpi must be a positive number or None, got {describe(dpi)}")
     keys, frames, seen = {}, [], {}
     for indices in _grid(spec):
         png = _figure_png(_render_figure(spec.plot_fn, spec.kwargs(indices)), dpi)
@@ -327,7 +327,8 @@ _CSS = """
 .dlbook-interact-name{font-family:monospace}
 .dlbook-interact output{min-width:3.5em;font-variant-numeric:tabular-nums}
 .dlbook-interact input[type=range]{width:9em;accent-color:#0072B2;background:transparent}
-.dlbook-interact select{color:inherit;background:transparent;border:1px solid currentColor;border-radius:4px;padding:.1em .3em;font:inherit}
+.dlbook-interact select{color:inherit;background:transparent;border:1px solid currentColor;
+border-radius:4px;padding:.1em .3em;font:inherit}
 .dlbook-interact option{color:#000;background:#fff}
 .dlbook-interact img{display:block;max-width:100%;height:auto;background:#fff;border-radius:4px}
 """
@@ -435,7 +436,7 @@ def static_html(plot_fn, params, defaults=None, fixed=None, title=None,
 
 def _check_title(title) -> None:
     if title is not None and not isinstance(title, str):
-        raise TypeError(f"title must be a string or None, got {_describe(title)}")
+        raise TypeError(f"title must be a string or None, got {describe(title)}")
 
 
 # --------------------------------------------------------------------------
@@ -518,7 +519,7 @@ def interactive_figure(plot_fn, params, defaults=None, *, fixed=None, slow=False
     """
     _check_title(title)
     if not isinstance(slow, bool):
-        raise TypeError(f"slow must be True or False, got {_describe(slow)}")
+        raise TypeError(f"slow must be True or False, got {describe(slow)}")
     spec = _validate(plot_fn, params, defaults, fixed, max_frames)
     from IPython.display import HTML, display
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 import torch
 from torch.func import grad, hessian, vmap
 
+from . import quadratics
 from .runtime import generator
 from .validation import as_tensor, check_float, check_int
 
 __all__ = ["cosine_loss", "cosine_loss_mc", "cosine_grad", "cosine_hessian",
            "target_variance", "tuple_data", "TupleRuns", "tuple_scorer", "item_grad_snr",
            "train_tuples", "integration_matrix", "second_difference_matrix", "pwl_curves",
-           "patch_features", "condition_number", "whitening", "gd_least_squares",
+           "patch_features", "whitening", "gd_least_squares",
            "staircase", "train_staircase"]
 
 
@@ -291,15 +292,6 @@ def patch_features(f: torch.Tensor) -> torch.Tensor:
     return windows.reshape(-1, 3)
 
 
-def condition_number(C: torch.Tensor) -> float:
-    """Ratio of the largest to the smallest eigenvalue of a symmetric positive definite matrix."""
-    C = as_tensor("C", C, ndim=2, dtype=torch.float64)
-    eig = torch.linalg.eigvalsh(C)
-    if eig[0] <= 0:
-        raise ValueError("C must be positive definite")
-    return (eig[-1] / eig[0]).item()
-
-
 def whitening(C: torch.Tensor) -> torch.Tensor:
     """C^{-1/2} of a symmetric positive definite matrix (the conditioning of Section 4.1.3)."""
     C = as_tensor("C", C, ndim=2, dtype=torch.float64)
@@ -310,25 +302,17 @@ def whitening(C: torch.Tensor) -> torch.Tensor:
 
 
 def gd_least_squares(A: torch.Tensor, b: torch.Tensor, steps: int) -> torch.Tensor:
-    """Gradient descent with step 1/L on (1/2N)||A x - b||^2 from x = 0; returns the relative
-    suboptimality (F(x_t) - F*) / (F(x_0) - F*) after each of the ``steps`` steps."""
-    A = as_tensor("A", A, ndim=2, dtype=torch.float64)
-    b = as_tensor("b", b, ndim=1, dtype=torch.float64)
+    """Gradient descent with step 1/L on (1/2N)||A x - b||^2 from x = 0 (Chapter 16).
+
+    Returns the relative suboptimality (F(x_t) - F*) / (F(x_0) - F*) after
+    each of the ``steps`` steps (dlbook.quadratics.least_squares_gd).
+    """
+    problem = quadratics.least_squares(as_tensor("A", A, ndim=2, floating=True).double(),
+                                       as_tensor("b", b, ndim=1, floating=True).double())
     steps = check_int("steps", steps, minimum=1)
-    N = A.shape[0]
-    C, c = A.T @ A / N, A.T @ b / N
-    x_star = torch.linalg.solve(C, c)
-
-    def F(x):
-        return 0.5 * ((A @ x - b) ** 2).mean()
-
-    lr = 1 / torch.linalg.eigvalsh(C)[-1]
-    x, f_star = torch.zeros_like(c), F(x_star)
-    start, gaps = F(x) - f_star, []
-    for _ in range(steps):
-        x = x - lr * (C @ x - c)
-        gaps.append(((F(x) - f_star) / start).item())
-    return torch.tensor(gaps)
+    lr = 1 / torch.linalg.eigvalsh(problem.hessian)[-1].item()
+    gaps = quadratics.least_squares_gd(problem, lr, steps).losses
+    return gaps[1:] / gaps[0]
 
 
 # ---------------------------------------------------------------------------

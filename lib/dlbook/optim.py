@@ -21,15 +21,9 @@ import math
 
 import torch
 
-from .validation import check_float
+from .validation import check_bool, check_float
 
 __all__ = ["SGD", "Adagrad", "RMSprop", "Adam", "AdamW"]
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return value
 
 
 def _check_betas(betas) -> tuple[float, float]:
@@ -73,8 +67,8 @@ class SGD(_ScratchOptimizer):
                         momentum=check_float("momentum", momentum, low=0.0),
                         dampening=check_float("dampening", dampening),
                         weight_decay=check_float("weight_decay", weight_decay, low=0.0),
-                        nesterov=_check_bool("nesterov", nesterov),
-                        maximize=_check_bool("maximize", maximize))
+                        nesterov=check_bool("nesterov", nesterov),
+                        maximize=check_bool("maximize", maximize))
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov=True requires momentum > 0 and dampening = 0, "
                              f"got momentum={momentum}, dampening={dampening}")
@@ -114,7 +108,7 @@ class Adagrad(_ScratchOptimizer):
                         initial_accumulator_value=check_float(
                             "initial_accumulator_value", initial_accumulator_value, low=0.0),
                         eps=check_float("eps", eps, low=0.0),
-                        maximize=_check_bool("maximize", maximize))
+                        maximize=check_bool("maximize", maximize))
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -149,8 +143,8 @@ class RMSprop(_ScratchOptimizer):
                         eps=check_float("eps", eps, low=0.0),
                         weight_decay=check_float("weight_decay", weight_decay, low=0.0),
                         momentum=check_float("momentum", momentum, low=0.0),
-                        centered=_check_bool("centered", centered),
-                        maximize=_check_bool("maximize", maximize))
+                        centered=check_bool("centered", centered),
+                        maximize=check_bool("maximize", maximize))
         super().__init__(params, defaults)
 
     @torch.no_grad()
@@ -198,8 +192,8 @@ class Adam(_ScratchOptimizer):
         defaults = dict(lr=check_float("lr", lr, low=0.0), betas=_check_betas(betas),
                         eps=check_float("eps", eps, low=0.0),
                         weight_decay=check_float("weight_decay", weight_decay, low=0.0),
-                        amsgrad=_check_bool("amsgrad", amsgrad),
-                        maximize=_check_bool("maximize", maximize))
+                        amsgrad=check_bool("amsgrad", amsgrad),
+                        maximize=check_bool("maximize", maximize))
         super().__init__(params, defaults)
 
     @torch.no_grad()

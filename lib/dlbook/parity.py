@@ -26,7 +26,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_float, check_int
+from .validation import as_tensor, check_choice, check_dtype, check_float, check_int
 
 __all__ = ["all_inputs", "random_inputs", "parity", "subset_mask", "random_subset",
            "character_matrix", "fwht", "make_mlp", "num_parameters", "per_sample_grads",
@@ -37,12 +37,6 @@ LOSSES = ("square", "hinge")
 OPTIMIZERS = ("sgd", "adam")
 #: Default learning rates: the paper's SGD rate and Adam's usual default.
 DEFAULT_LR = {"sgd": 0.01, "adam": 1e-3}
-
-
-def _check_dtype(dtype) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating torch.dtype such as torch.float64, got {dtype!r}")
-    return dtype
 
 
 def _check_model(model) -> nn.Module:
@@ -61,7 +55,7 @@ def all_inputs(d: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> t
     index = torch.arange(2**d, device=device)
     shifts = torch.arange(d - 1, -1, -1, device=device)
     bits = (index[:, None] >> shifts) & 1                      # (2^d, d), MSB first
-    return (1 - 2 * bits).to(_check_dtype(dtype))
+    return (1 - 2 * bits).to(check_dtype("dtype", dtype))
 
 
 def random_inputs(num: int, d: int, *, seed: int = 0, dtype: torch.dtype = torch.float32,
@@ -70,7 +64,7 @@ def random_inputs(num: int, d: int, *, seed: int = 0, dtype: torch.dtype = torch
     num = check_int("num", num, minimum=1)
     d = check_int("d", d, minimum=1)
     bits = torch.randint(0, 2, (num, d), generator=generator(seed))
-    return (1 - 2 * bits).to(dtype=_check_dtype(dtype), device=device)
+    return (1 - 2 * bits).to(dtype=check_dtype("dtype", dtype), device=device)
 
 
 def subset_mask(d: int, subset, *, device="cpu") -> torch.Tensor:
@@ -159,7 +153,7 @@ def make_mlp(d: int, width: int = 64, depth: int = 1, *, seed: int = 0,
         layers += [nn.Linear(fan_in, width), nn.ReLU()]
         fan_in = width
     layers.append(nn.Linear(fan_in, 1))
-    return nn.Sequential(*layers).to(dtype=_check_dtype(dtype), device=device)
+    return nn.Sequential(*layers).to(dtype=check_dtype("dtype", dtype), device=device)
 
 
 def num_parameters(model: nn.Module) -> int:

@@ -6,8 +6,15 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .validation import (as_tensor, check_finite, check_float, check_int, check_labels_pm1,
-                         check_same_length)
+from .validation import (
+    as_tensor,
+    check_bool,
+    check_finite,
+    check_float,
+    check_int,
+    check_labels_pm1,
+    check_same_length,
+)
 
 
 class PerceptronResult(NamedTuple):
@@ -34,12 +41,6 @@ def _check_points(X, y) -> tuple[torch.Tensor, torch.Tensor]:
     check_same_length("X", X, "y", y)
     check_labels_pm1("y", y)
     return X, y.to(dtype=X.dtype, device=X.device)
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return value
 
 
 def _check_separator(X: torch.Tensor, w, b, w_name: str = "w", b_name: str = "b"):
@@ -69,7 +70,7 @@ def train_perceptron(X, y, *, lr: float = 1.0, max_epochs: int = 1000, bias: boo
     X, y = _check_points(X, y)
     lr = check_float("lr", lr, low=0.0, low_open=True)
     max_epochs = check_int("max_epochs", max_epochs, minimum=1)
-    bias = _check_bool("bias", bias)
+    bias = check_bool("bias", bias)
     max_history = check_int("max_history", max_history, minimum=0)
 
     num_points = len(X)
@@ -128,7 +129,7 @@ def novikoff_bound(X, y, w_star, b_star=0.0, *, bias: bool = True) -> float:
     bound is *at most* floor(R^2/gamma^2) updates (errata E1: not "less than").
     """
     X, y = _check_points(X, y)
-    bias = _check_bool("bias", bias)
+    bias = check_bool("bias", bias)
     X = X.to(torch.float64)
     w_star, b_star = _check_separator(X, w_star, b_star, "w_star", "b_star")
     if bias:
@@ -162,7 +163,7 @@ def is_linearly_separable(X, y, *, bias: bool = False) -> bool:
     Homogeneous (through the origin) unless bias=True; scaling makes "> 0" and ">= 1" equivalent.
     """
     X, y = _check_points(X, y)
-    bias = _check_bool("bias", bias)
+    bias = check_bool("bias", bias)
     X_np = X.detach().cpu().to(torch.float64).numpy()
     if bias:
         X_np = np.hstack([X_np, np.ones((len(X_np), 1))])

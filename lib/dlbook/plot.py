@@ -1,4 +1,8 @@
-"""One consistent plotting style and the few helpers chapters share."""
+"""One consistent plotting style and the few helpers chapters share.
+
+Figures take one of the named sizes below (``plt.subplots(1, 2, figsize=plot.WIDE)``),
+so pages look alike; training curves are drawn by :func:`history`.
+"""
 from __future__ import annotations
 
 import matplotlib
@@ -11,8 +15,16 @@ PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 #: Colours for the two classes of a binary problem (label -1/0 and +1).
 CLASS_COLORS = (PALETTE[1], PALETTE[0])
 
+#: Named figure sizes (inches), the only ones chapters use.
+SINGLE = (6.4, 3.4)    # one panel across the text column
+WIDE = (8.6, 3.6)      # two panels side by side
+TRIPLE = (10.0, 3.2)   # three panels side by side
+SQUARE = (4.4, 4.4)    # one panel with equal axes (a plane, a matrix)
+TALL = (8.6, 5.6)      # a 2 x 2 grid of panels
+FIGSIZES = {"single": SINGLE, "wide": WIDE, "triple": TRIPLE, "square": SQUARE, "tall": TALL}
+
 STYLE = {
-    "figure.figsize": (6.4, 3.6),
+    "figure.figsize": SINGLE,
     "figure.dpi": 96,
     "savefig.dpi": 96,
     "figure.constrained_layout.use": True,
@@ -88,3 +100,27 @@ def figure_to_png(fig, *, dpi: int | None = None) -> bytes:
     fig.savefig(buffer, format="png", dpi=dpi or fig.dpi)
     plt.close(fig)
     return buffer.getvalue()
+
+
+def history(ax, history, metric: str = "loss", *, label: str = "", color=None, log: bool = False) -> None:
+    """Draw the train and validation curves of ``metric`` from a train.History (Chapter 4).
+
+    The training curve is solid, the validation curve dashed, both in one colour.
+    """
+    from .train import History
+
+    if not isinstance(history, History):
+        raise TypeError(f"history must be a dlbook.train.History, got {type(history).__name__}")
+    color = color or PALETTE[0]
+    prefix = f"{label}: " if label else ""
+    drawn = False
+    for split, style in (("train", "-"), ("val", "--")):
+        name = f"{split}_{metric}"
+        if name in history:
+            values = history[name]
+            ax.plot(range(1, len(values) + 1), values, ls=style, color=color,
+                    label=f"{prefix}{'train' if split == 'train' else 'test'}")
+            drawn = True
+    if not drawn:
+        raise ValueError(f"metric {metric!r} is not in the history; it has {sorted(history.values)}")
+    ax.set(xlabel="epoch", ylabel=metric, yscale="log" if log else "linear")

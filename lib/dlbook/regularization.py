@@ -12,16 +12,18 @@ import math
 import torch
 import torch.nn.functional as F
 
+from . import quadratics
 from .runtime import generator
 from .train import accuracy, fit
-from .validation import as_tensor, check_choice, check_finite, check_float, check_int, check_same_length
-
-
-def _check_device(device) -> torch.device:
-    try:
-        return torch.device(device)
-    except (TypeError, RuntimeError) as err:
-        raise TypeError(f"device must be a torch.device or a string such as 'cpu', got {device!r}") from err
+from .validation import (
+    as_tensor,
+    check_choice,
+    check_device,
+    check_finite,
+    check_float,
+    check_int,
+    check_same_length,
+)
 
 
 def _check_logits(name: str, logits) -> torch.Tensor:
@@ -165,17 +167,12 @@ def ridge_solution(X, y, mu: float) -> torch.Tensor:
 
 def gradient_descent_path(X, y, lr: float, steps: int) -> torch.Tensor:
     """Iterates of gradient descent on 1/(2N)‖Xw − y‖² from w = 0, shape (steps + 1, d), float64 (Chapter 4)."""
-    X = as_tensor("X", X, ndim=2).double()
-    y = as_tensor("y", y, ndim=1).double()
+    X = as_tensor("X", X, ndim=2, floating=True).double()
+    y = as_tensor("y", y, ndim=1, floating=True).double()
     check_same_length("X", X, "y", y)
     lr = check_float("lr", lr, low=0.0, low_open=True)
-    steps = check_int("steps", steps, minimum=0)
-    w = torch.zeros(X.shape[1], dtype=torch.float64, device=X.device)
-    path = [w]
-    for _ in range(steps):
-        w = w - lr * X.T @ (X @ w - y) / len(X)
-        path.append(w)
-    return torch.stack(path)
+    gram, moment = X.T @ X / len(X), X.T @ y / len(X)
+    return quadratics.gradient_descent(gram, torch.zeros_like(moment), lr, steps, b=moment).iterates
 
 
 def early_stopped_solution(X, y, lr: float, steps: int) -> torch.Tensor:
@@ -208,7 +205,7 @@ def ill_conditioned_regression(num_train: int = 40, dim: int = 30, *, noise: flo
     noise = check_float("noise", noise, low=0.0)
     num_val = check_int("num_val", num_val, minimum=1)
     seed = check_int("seed", seed, minimum=0)
-    device = _check_device(device)
+    device = check_device("device", device)
     rng = generator(seed)
     scales = torch.logspace(0, -2, dim, dtype=torch.float64)
     X_train = torch.randn(num_train, dim, generator=rng, dtype=torch.float64) * scales
@@ -412,7 +409,7 @@ def digits_mlp(hidden=(128, 128), *, dropout: float = 0.0, norm: str | None = No
     if norm is not None:
         check_choice("norm", norm, ("batch", "layer"))
     seed = check_int("seed", seed, minimum=0)
-    device = _check_device(device)
+    device = check_device("device", device)
     torch.manual_seed(seed)  # nn.Linear draws from the global generator
     layers, width = [], check_int("num_inputs", num_inputs, minimum=1)
     for size in hidden:

@@ -5,8 +5,9 @@ Near a minimum θ* with Hessian H, a step with gradient noise ξ_t of covariance
 a vector autoregression of order one. For 0 < ηλ_i < 2 it forgets its start
 geometrically and settles into a stationary Gaussian cloud whose covariance Σ solves
 the discrete Lyapunov equation Σ = (I - ηH) Σ (I - ηH)^T + η² C. The module solves
-that equation, simulates many chains in parallel, and runs real minibatch SGD on a
-least-squares problem, whose gradient noise is that of sampling a batch.
+that equation and simulates many chains in parallel. Real minibatch SGD on a
+least-squares problem, whose gradient noise is that of sampling a batch, and its
+exact stationary covariance live in dlbook.quadratics (Chapter 3 uses them too).
 """
 from __future__ import annotations
 
@@ -16,17 +17,9 @@ import numpy as np
 import torch
 from scipy.linalg import solve_discrete_lyapunov
 
+from .quadratics import LeastSquares, sgd_offsets
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_float, check_int
-
-
-def _check_square(name: str, value) -> torch.Tensor:
-    M = as_tensor(name, value, ndim=2, dtype=torch.float64)
-    if M.shape[0] != M.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {tuple(M.shape)}")
-    if not torch.allclose(M, M.T, atol=1e-12, rtol=1e-10):
-        raise ValueError(f"{name} must be symmetric")
-    return M
+from .validation import as_tensor, check_choice, check_float, check_int, check_square, describe
 
 
 def _check_stable(H: torch.Tensor, lr: float) -> None:
@@ -38,7 +31,7 @@ def _check_stable(H: torch.Tensor, lr: float) -> None:
 
 def stationary_covariance(H, C, lr: float) -> torch.Tensor:
     """Stationary covariance Σ of θ_{t+1} = θ_t - lr (H θ_t + ξ_t), Cov ξ = C: Σ = AΣA^T + lr² C, A = I - lr H."""
-    H, C = _check_square("H", H), _check_square("C", C)
+    H, C = check_square("H", H, symmetric=True).double(), check_square("C", C, symmetric=True).double()
     if H.shape != C.shape:
         raise ValueError(f"H and C must have the same shape, got {tuple(H.shape)} and {tuple(C.shape)}")
     lr = check_float("lr", lr, low=0.0, low_open=True)
@@ -83,7 +76,7 @@ def simulate_quadratic_sgd(H, C, lr: float, *, steps: int, num_chains: int = 100
     The covariance is estimated from all chains over the last ``window`` steps. Noise is
     drawn on the CPU from a seeded generator and moved to ``device``.
     """
-    H, C = _check_square("H", H), _check_square("C", C)
+    H, C = check_square("H", H, symmetric=True).double(), check_square("C", C, symmetric=True).double()
     lr = check_float("lr", lr, low=0.0, low_open=True)
     steps = check_int("steps", steps, minimum=1)
     num_chains = check_int("num_chains", num_chains, minimum=2)
@@ -110,72 +103,29 @@ def simulate_quadratic_sgd(H, C, lr: float, *, steps: int, num_chains: int = 100
 # Real minibatch SGD on least squares
 # ---------------------------------------------------------------------------
 
-class LeastSquares(NamedTuple):
-    """Loss L(θ) = (1/2N) Σ (x_i·θ - y_i)², its minimiser, Hessian and per-sample gradient covariance at θ*."""
-
-    X: torch.Tensor
-    y: torch.Tensor
-    theta_star: torch.Tensor
-    hessian: torch.Tensor
-    gradient_covariance: torch.Tensor
-
-
-def least_squares_problem(num_samples: int = 512, curvatures=(4.0, 1.0, 0.25), noise: float = 1.0, *,
-                          seed: int = 0) -> LeastSquares:
-    """A linear-regression problem with input variances ``curvatures`` and label noise of std ``noise``."""
-    num_samples = check_int("num_samples", num_samples, minimum=2)
-    lam = as_tensor("curvatures", list(curvatures), ndim=1, dtype=torch.float64)
-    if torch.any(lam <= 0):
-        raise ValueError("curvatures must be positive")
-    noise = check_float("noise", noise, low=0.0)
-    rng = generator(check_int("seed", seed, minimum=0))
-    X = torch.randn(num_samples, len(lam), generator=rng, dtype=torch.float64) * lam.sqrt()
-    theta_true = torch.randn(len(lam), generator=rng, dtype=torch.float64)
-    y = X @ theta_true + noise * torch.randn(num_samples, generator=rng, dtype=torch.float64)
-    theta_star = torch.linalg.lstsq(X, y[:, None]).solution[:, 0]
-    residual = X @ theta_star - y
-    per_sample = X * residual[:, None]  # (N, d): gradient of sample i at θ*; they sum to 0
-    return LeastSquares(X, y, theta_star, X.T @ X / num_samples, per_sample.T @ per_sample / num_samples)
-
-
 def minibatch_noise_covariance(problem: LeastSquares, batch_size: int) -> torch.Tensor:
     """Covariance at θ* of a batch gradient drawn with replacement: the per-sample covariance over B."""
     if not isinstance(problem, LeastSquares):
-        raise TypeError(f"problem must be a LeastSquares, got {type(problem).__name__}")
+        raise TypeError(f"problem must be a quadratics.LeastSquares, got {describe(problem)}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
     return problem.gradient_covariance / batch_size
 
 
 def minibatch_sgd_spread(problem: LeastSquares, lr: float, batch_size: int, *, steps: int = 4000,
-                         num_chains: int = 200, window: int = 2000, seed: int = 0,
-                         device="cpu") -> ChainStatistics:
-    """Covariance of θ - θ* under minibatch SGD (batches drawn with replacement), pooled over chains and steps.
+                         num_chains: int = 200, window: int = 2000, seed: int = 0) -> ChainStatistics:
+    """Covariance of θ - θ* under minibatch SGD, pooled over chains and the last ``window`` steps (Chapter 17).
 
-    Also returns the final offsets θ - θ* of the chains, shape (num_chains, d).
+    Chains start at the optimum (dlbook.quadratics.sgd_offsets); also returns
+    the final offsets θ - θ* of the chains, shape (num_chains, d).
     """
-    if not isinstance(problem, LeastSquares):
-        raise TypeError(f"problem must be a LeastSquares, got {type(problem).__name__}")
-    lr = check_float("lr", lr, low=0.0, low_open=True)
-    batch_size = check_int("batch_size", batch_size, minimum=1)
     steps = check_int("steps", steps, minimum=1)
-    num_chains = check_int("num_chains", num_chains, minimum=2)
     window = check_int("window", window, minimum=1, maximum=steps)
-    _check_stable(problem.hessian, lr)
-    rng = generator(check_int("seed", seed, minimum=0))
-    X, y = problem.X.to(device), problem.y.to(device)
-    theta_star = problem.theta_star.to(device)
-    theta = theta_star.repeat(num_chains, 1)  # (chains, d), start at the optimum
-    second_moment = torch.zeros(len(theta_star), len(theta_star), dtype=torch.float64, device=device)
-    for step in range(steps):
-        index = torch.randint(len(X), (num_chains, batch_size), generator=rng).to(device)
-        X_batch, y_batch = X[index], y[index]  # (chains, B, d), (chains, B)
-        residual = torch.einsum("cbd,cd->cb", X_batch, theta) - y_batch
-        gradient = torch.einsum("cbd,cb->cd", X_batch, residual) / batch_size
-        theta = theta - lr * gradient
-        if step >= steps - window:
-            offset = theta - theta_star
-            second_moment += offset.T @ offset
-    return ChainStatistics(second_moment / (window * num_chains), theta - theta_star)
+    if not isinstance(problem, LeastSquares):
+        raise TypeError(f"problem must be a quadratics.LeastSquares, got {describe(problem)}")
+    _check_stable(problem.hessian, check_float("lr", lr, low=0.0, low_open=True))
+    offsets = sgd_offsets(problem, lr, batch_size, steps, num_chains=num_chains, seed=seed)
+    recent = offsets[-window:].reshape(-1, offsets.shape[-1])  # (window * chains, d)
+    return ChainStatistics(recent.T @ recent / len(recent), offsets[-1])
 
 
 def noise_model(curvatures, kind: str, scale: float = 1.0) -> torch.Tensor:
@@ -184,32 +134,3 @@ def noise_model(curvatures, kind: str, scale: float = 1.0) -> torch.Tensor:
     check_choice("kind", kind, ("isotropic", "curvature"))
     scale = check_float("scale", scale, low=0.0)
     return torch.full_like(lam, scale) if kind == "isotropic" else scale * lam / lam.max()
-
-
-def least_squares_sgd_covariance(problem: LeastSquares, lr: float, batch_size: int, *,
-                                 iterations: int = 200, tol: float = 1e-13) -> torch.Tensor:
-    """Exact stationary covariance of minibatch SGD on least squares, state-dependent noise included.
-
-    A batch gradient at θ* + δ has covariance (1/B)[C_0 + (1/N) Σ_i x_i x_i^T δδ^T x_i x_i^T - Hδδ^T H],
-    so Σ = AΣA^T + (lr²/B)[C_0 + K(Σ) - HΣH]; solved by fixed-point iteration over Lyapunov solves.
-    """
-    if not isinstance(problem, LeastSquares):
-        raise TypeError(f"problem must be a LeastSquares, got {type(problem).__name__}")
-    lr = check_float("lr", lr, low=0.0, low_open=True)
-    batch_size = check_int("batch_size", batch_size, minimum=1)
-    iterations = check_int("iterations", iterations, minimum=1)
-    X, H = problem.X, problem.hessian
-    A = (torch.eye(len(H), dtype=torch.float64) - lr * H).numpy()
-    sigma = stationary_covariance(H, minibatch_noise_covariance(problem, batch_size), lr)
-    for _ in range(iterations):
-        quadratic = torch.einsum("ni,nj,n->ij", X, X, torch.einsum("ni,ij,nj->n", X, sigma, X)) / len(X)
-        extra = problem.gradient_covariance + quadratic - H @ sigma @ H
-        new = torch.as_tensor(solve_discrete_lyapunov(A, lr ** 2 / batch_size * extra.numpy()))
-        if not torch.isfinite(new).all() or new.diagonal().max() > 1e12:
-            raise ValueError(f"lr = {lr} with batch_size = {batch_size} is too large: the second moment "
-                             "of minibatch SGD grows without bound (the fixed-point iteration diverged)")
-        done = (new - sigma).abs().max() <= tol * new.abs().max()
-        sigma = new
-        if done:
-            break
-    return sigma

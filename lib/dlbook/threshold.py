@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .data import _check_device
-from .validation import as_tensor, check_float, check_int
+from .validation import as_tensor, check_device, check_float, check_int
 
 _NAMES_IN_ORDER = (
     "FALSE", "AND", "x1 AND NOT x2", "x1", "NOT x1 AND x2", "x2", "XOR", "OR",
@@ -33,7 +32,7 @@ def truth_table_inputs(n: int, device="cpu", *, dtype: torch.dtype = torch.float
     n = check_int("n", n, minimum=1, maximum=20)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    device = _check_device(device)
+    device = check_device("device", device)
     rows = torch.arange(2**n, device=device)
     shifts = torch.arange(n - 1, -1, -1, device=device)
     return ((rows[:, None] >> shifts) & 1).to(dtype)

@@ -6,11 +6,11 @@ from fractions import Fraction
 
 import numpy as np
 import torch
+from exercise_contract import bad_types
 from torch import nn
 
 import dlbook.exercises.checks.ch02_feedforward as feedforward
 from dlbook.exercises import EXERCISES, run_check
-from exercise_contract import bad_types
 
 IDS = ("2.1", "2.2", "2.3")
 

@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import torch
+from exercise_contract import bad_types
 
 import dlbook.exercises.checks.ch03_optimization as optimization
 from dlbook.exercises import EXERCISES, run_check
-from exercise_contract import bad_types
 
 IDS = ("3.1", "3.2", "3.3", "3.4")
 

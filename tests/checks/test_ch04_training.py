@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from exercise_contract import bad_types
 
 from dlbook.exercises import EXERCISES
-from exercise_contract import bad_types
 
 IDS = ["4.1", "4.2", "4.3", "4.4", "4.5"]
 

@@ -6,7 +6,6 @@ import torch
 
 from dlbook.exercises import run_check
 
-
 # --- reference solutions (independent of the chapter) ----------------------------------------
 
 def walsh_hadamard(A):

@@ -11,7 +11,6 @@ from scipy.optimize import linear_sum_assignment
 
 from dlbook.exercises import run_check
 
-
 # --- reference solutions -------------------------------------------------------------------
 
 def permute_hidden_units(layers, perms):

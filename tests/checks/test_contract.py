@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 
 import pytest
-
 from exercise_contract import assert_fails_cleanly, assert_fails_naming_the_case, assert_passes
 
 #: Test modules that follow the contract, with the fewest cases a check must run.

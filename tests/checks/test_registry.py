@@ -7,10 +7,8 @@ chapter notebooks exist, their own solution cells must pass too.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import math
-import pkgutil
 from pathlib import Path
 
 import nbformat
@@ -19,8 +17,8 @@ import pytest
 import torch
 
 import dlbook.exercises as exercises
-from dlbook.exercises import EXERCISES, CheckResult, check, run_check
 from dlbook.coursework.notebook import chapter_notebooks, exercise_cells, setup_cells
+from dlbook.exercises import EXERCISES, CheckResult, check, run_check
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 exercises.load_all()

@@ -20,11 +20,11 @@ import nbformat
 import pytest
 
 from dlbook.coursework.cli import main
-from dlbook.exercises import EXERCISES
-from dlbook.exercises.core import run_exercise
 from dlbook.coursework.grader import grade_folder
 from dlbook.coursework.recorder import make_recorder
 from dlbook.coursework.student import student_notebook
+from dlbook.exercises import EXERCISES
+from dlbook.exercises.core import run_exercise
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE = FIXTURES / "mini_chapter.ipynb"
@@ -366,6 +366,7 @@ def _cheat_code(monkeypatch):
 
 def _cheat_cases(monkeypatch):
     from contextlib import contextmanager
+
     from dlbook.exercises import core
 
     @contextmanager

@@ -16,10 +16,9 @@ import pytest
 from nbclient import NotebookClient
 
 from dlbook.coursework.cli import main
-from dlbook.exercises import EXERCISES
-from dlbook.coursework.notebook import (chapter_notebooks, exercise_cells, solution_body,
-                                       solution_blocks)
+from dlbook.coursework.notebook import chapter_notebooks, exercise_cells, solution_blocks, solution_body
 from dlbook.coursework.student import make_student_edition, student_notebook, write_student_editions
+from dlbook.exercises import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "mini_chapter.ipynb"

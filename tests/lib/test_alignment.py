@@ -7,8 +7,6 @@ import torch
 from dlbook import alignment, symmetry
 
 
-
-
 def test_sort_permutation_lex_and_maximin():
     W = torch.tensor([[1.0, 5.0], [0.0, 9.0], [1.0, -2.0], [0.0, 1.0]])
     assert alignment.sort_permutation(W, "lex").tolist() == [3, 1, 2, 0]

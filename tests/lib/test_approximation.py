@@ -22,14 +22,14 @@ def test_staircase_is_a_weighted_average_of_samples():
         samples, _ = ap.staircase_knots(num_units, -math.pi, math.pi)
         net = ap.sigmoid_staircase(sine, num_units, sharpness, -math.pi, math.pi)
         assert isinstance(net[1], nn.Sigmoid) and net[0].out_features == num_units
-        assert torch.allclose(ap.evaluate(net, x), weights @ sine(samples), atol=1e-12)
+        assert torch.allclose(ap.curve(net, x), weights @ sine(samples), atol=1e-12)
 
 
 def test_staircase_error_bound_holds_and_steep_limit_is_half_spacing():
     x = torch.linspace(-1, 2, 3001, dtype=torch.float64)
     for sharpness in (0.3, 3.0, 300.0):
         net = ap.sigmoid_staircase(sine, 12, sharpness, -1.0, 2.0)
-        error = (ap.evaluate(net, x) - sine(x)).abs()
+        error = (ap.curve(net, x) - sine(x)).abs()
         assert torch.all(error <= ap.staircase_error_bound(x, 3.0, 12, sharpness, -1.0, 2.0) + 1e-12)
     steep = ap.staircase_error_bound(x, 1.0, 12, 1e4, -1.0, 2.0)
     assert steep.max().item() == pytest.approx(3.0 / 24, rel=1e-3)  # L h / 2 with h = 3 / 12
@@ -39,7 +39,7 @@ def test_staircase_steps_become_a_nearest_sample_function():
     net = ap.sigmoid_staircase(lambda x: x**2, 4, 1e6, 0.0, 1.0)
     x = torch.tensor([0.05, 0.2, 0.3, 0.45, 0.7, 0.99], dtype=torch.float64)
     nearest = (torch.round(x * 4) / 4) ** 2
-    assert torch.allclose(ap.evaluate(net, x), nearest, atol=1e-12)
+    assert torch.allclose(ap.curve(net, x), nearest, atol=1e-12)
 
 
 def test_random_features_polynomial_activation_plateaus():
@@ -65,7 +65,7 @@ def test_lebesgue_form_matches_numpy_interpolation():
                                            * np.maximum(x[:, None] - form.breakpoints.numpy()[None], 0)).sum(1)
     assert np.abs(g - np.interp(x, knots, values)).max() < 1e-12
     net = ap.relu_interpolant(torch.tensor(knots), torch.tensor(values))
-    assert np.abs(ap.evaluate(net, torch.tensor(x)).numpy() - np.interp(x, knots, values)).max() < 1e-12
+    assert np.abs(ap.curve(net, torch.tensor(x)).numpy() - np.interp(x, knots, values)).max() < 1e-12
     assert net[0].out_features == 11
 
 
@@ -74,7 +74,7 @@ def test_tent_map_and_sawtooth_network_agree_exactly():
     assert torch.equal(ap.tent_map(torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0])),
                        torch.tensor([0.0, 0.5, 1.0, 0.5, 0.0]))
     for depth in range(1, 9):
-        assert torch.equal(ap.evaluate(ap.sawtooth_network(depth), x), ap.sawtooth(x, depth))
+        assert torch.equal(ap.curve(ap.sawtooth_network(depth), x), ap.sawtooth(x, depth))
         assert all(isinstance(m, (nn.Linear, nn.ReLU)) for m in ap.sawtooth_network(depth))
         hidden = [m for m in ap.sawtooth_network(depth) if isinstance(m, nn.Linear)][:-1]
         assert all(layer.out_features == 2 for layer in hidden) and len(hidden) == depth
@@ -92,17 +92,17 @@ def test_sawtooth_preserves_the_uniform_distribution():
 def test_montufar_network_values():
     x = torch.tensor([0.0, 1 / 3, 0.5, 2 / 3, 1.0], dtype=torch.float64)
     expected = torch.tensor([1 / 3, 0.0, 0.0, 0.0, 1 / 3], dtype=torch.float64)
-    assert torch.allclose(ap.evaluate(ap.montufar_network(1), x), expected, atol=1e-15)
+    assert torch.allclose(ap.curve(ap.montufar_network(1), x), expected, atol=1e-15)
     # Depth 2 applies the "V" after one tent.
-    assert torch.allclose(ap.evaluate(ap.montufar_network(2), x),
-                          ap.evaluate(ap.montufar_network(1), ap.tent_map(x)), atol=1e-15)
+    assert torch.allclose(ap.curve(ap.montufar_network(2), x),
+                          ap.curve(ap.montufar_network(1), ap.tent_map(x)), atol=1e-15)
 
 
 def test_shallow_fit_errors_are_exact():
     for depth, units in [(3, 5), (4, 8), (4, 16), (5, 12)]:
         fit = ap.shallow_sawtooth_fit(depth, units)
         x = torch.linspace(0, 1, 2**14 + 1, dtype=torch.float64)
-        residual = ap.evaluate(fit.model, x) - ap.sawtooth(x, depth)
+        residual = ap.curve(fit.model, x) - ap.sawtooth(x, depth)
         assert residual.abs().max().item() <= fit.sup_error + 1e-12
         assert residual.abs().max().item() >= fit.sup_error - 1e-9   # the dyadic grid holds every breakpoint
         assert fit.mse == pytest.approx((residual**2).mean().item(), rel=1e-3, abs=1e-12)
@@ -117,8 +117,8 @@ def test_parity_constructions_are_exact_on_all_inputs():
         assert cube.shape == (2**n, n)
         with torch.no_grad():
             out = ap.parity_network(n)(cube)[:, 0]
-        assert torch.equal(out, ap.parity(cube).double())
-        assert torch.equal(ap.recurrent_parity(cube), ap.parity(cube).double())
+        assert torch.equal(out, ap.bit_parity(cube).double())
+        assert torch.equal(ap.recurrent_parity(cube), ap.bit_parity(cube).double())
         net = ap.parity_network(n)
         assert net[0].out_features == n
     assert ap.boolean_cube(2).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
@@ -161,7 +161,7 @@ def test_parity_implicants_are_the_odd_minterms():
     (lambda: ap.boolean_cube(30), ValueError, "num_bits"),
     (lambda: ap.recurrent_parity(torch.zeros(4)), ValueError, "X"),
     (lambda: ap.recurrent_parity(torch.zeros(4, 2), cell=nn.ReLU()), TypeError, "cell"),
-    (lambda: ap.evaluate("net", torch.zeros(3)), TypeError, "model"),
+    (lambda: ap.curve("net", torch.zeros(3)), TypeError, "model"),
     (lambda: ap.parity_implicants(11), ValueError, "num_bits"),
 ])
 def test_bad_arguments_raise_clear_errors(call, error, match):
@@ -173,6 +173,6 @@ def test_bad_arguments_raise_clear_errors(call, error, match):
 def test_constructions_on_cuda():
     cube = ap.boolean_cube(8, device="cuda")
     with torch.no_grad():
-        assert torch.equal(ap.parity_network(8, device="cuda")(cube)[:, 0], ap.parity(cube).double())
+        assert torch.equal(ap.parity_network(8, device="cuda")(cube)[:, 0], ap.bit_parity(cube).double())
     x = torch.linspace(0, 1, 1025, dtype=torch.float64, device="cuda")
-    assert torch.equal(ap.evaluate(ap.sawtooth_network(6, device="cuda"), x), ap.sawtooth(x, 6))
+    assert torch.equal(ap.curve(ap.sawtooth_network(6, device="cuda"), x), ap.sawtooth(x, 6))

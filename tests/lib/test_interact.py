@@ -15,7 +15,11 @@ import pytest  # noqa: E402
 
 from dlbook import interact  # noqa: E402
 from dlbook.interact import (  # noqa: E402
-    figure_mode, frame_update_time, interactive_figure, render_frames, static_html,
+    figure_mode,
+    frame_update_time,
+    interactive_figure,
+    render_frames,
+    static_html,
 )
 
 

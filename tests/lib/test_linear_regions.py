@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from dlbook import approximation, linear_regions as lr
+from dlbook import approximation
+from dlbook import linear_regions as lr
 
 
 def _one_layer(W, b):

@@ -7,9 +7,6 @@ from torch import nn
 
 from dlbook import parity
 
-
-
-
 # --- data ------------------------------------------------------------------------------------
 
 def test_all_inputs_order_and_values():

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from dlbook import sgd_noise
+from dlbook import quadratics, sgd_noise
 
 H2 = torch.tensor([[3.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
 C2 = torch.tensor([[1.0, 0.5], [0.5, 2.0]], dtype=torch.float64)
@@ -47,18 +47,15 @@ def test_autocorrelation_time():
     assert sgd_noise.autocorrelation_time(0.01, 0.05) == pytest.approx(2000, rel=1e-3)
 
 
-def test_least_squares_problem_gradients_vanish_at_optimum():
-    problem = sgd_noise.least_squares_problem(256, (2.0, 0.5), seed=3)
-    X, y = problem.X, problem.y
-    assert torch.allclose(X.T @ (X @ problem.theta_star - y), torch.zeros(2, dtype=torch.float64), atol=1e-10)
-    assert torch.allclose(problem.hessian, X.T @ X / 256)
+def test_minibatch_noise_covariance_is_the_per_sample_covariance_over_b():
+    problem = quadratics.least_squares_problem(256, (2.0, 0.5), seed=3)
     assert torch.allclose(sgd_noise.minibatch_noise_covariance(problem, 4), problem.gradient_covariance / 4)
 
 
 def test_minibatch_sgd_matches_exact_prediction():
-    problem = sgd_noise.least_squares_problem(seed=0)
+    problem = quadratics.least_squares_problem(512, (4.0, 1.0, 0.25), noise=1.0, seed=0)
     spread = sgd_noise.minibatch_sgd_spread(problem, 0.2, 4, steps=1500, num_chains=200, window=1000, seed=2).covariance
-    exact = sgd_noise.least_squares_sgd_covariance(problem, 0.2, 4)
+    exact = quadratics.sgd_stationary_covariance(problem, 0.2, 4)
     additive = sgd_noise.stationary_covariance(problem.hessian, sgd_noise.minibatch_noise_covariance(problem, 4), 0.2)
     assert torch.allclose(spread.diagonal(), exact.diagonal(), rtol=0.06)
     assert torch.all(exact.diagonal() > 1.15 * additive.diagonal())
@@ -88,8 +85,6 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="problem"):
         sgd_noise.minibatch_sgd_spread(None, 0.1, 4)
     with pytest.raises(ValueError, match="batch_size"):
-        sgd_noise.minibatch_noise_covariance(sgd_noise.least_squares_problem(16), 0)
-    with pytest.raises(ValueError, match="too large"):
-        sgd_noise.least_squares_sgd_covariance(sgd_noise.least_squares_problem(), 0.3, 1)
+        sgd_noise.minibatch_noise_covariance(quadratics.least_squares_problem(16, (1.0,)), 0)
     with pytest.raises(ValueError, match="kind"):
         sgd_noise.noise_model([1.0], "white")

@@ -47,7 +47,6 @@ import nbformat
 
 from ..exercises import core
 from .notebook import exercise_cells, setup_cells
-
 from .runner import ROLE_KEY
 
 #: The runner executes each grading notebook in its own process. It is run by

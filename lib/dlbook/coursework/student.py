@@ -17,8 +17,14 @@ from pathlib import Path
 import nbformat
 
 from ..exercises import core
-from .notebook import (HIDE_TAG, SOLUTION_TAG, chapter_notebooks, exercise_cells,
-                       read_notebook, replace_solutions)
+from .notebook import (
+    HIDE_TAG,
+    SOLUTION_TAG,
+    chapter_notebooks,
+    exercise_cells,
+    read_notebook,
+    replace_solutions,
+)
 
 GENERIC_HINT = "replace this line with your code"
 

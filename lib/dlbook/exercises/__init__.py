@@ -8,9 +8,22 @@ CONTRIBUTING.md. The instructor's tools (student edition, grader) live in
 """
 from __future__ import annotations
 
-from .core import (CHECKS_ENV, EXERCISES, CheckResult, Exercise, Mismatch, ShortcutError,
-                   chapter_check_modules, check, exercise, get_exercise, load_all, register,
-                   run_check, strict_checks)
+from .core import (
+                   CHECKS_ENV,
+                   EXERCISES,
+                   CheckResult,
+                   Exercise,
+                   Mismatch,
+                   ShortcutError,
+                   chapter_check_modules,
+                   check,
+                   exercise,
+                   get_exercise,
+                   load_all,
+                   register,
+                   run_check,
+                   strict_checks,
+)
 
 __all__ = ["CHECKS_ENV", "EXERCISES", "CheckResult", "Exercise", "Mismatch", "ShortcutError",
            "chapter_check_modules", "check", "exercise", "get_exercise", "load_all", "register",

@@ -298,7 +298,7 @@ def _raising_code(message: str, like: types.CodeType) -> types.CodeType:
     """A code object that raises ShortcutError(message), with the free variables of ``like``."""
     free = like.co_freevars
     body = "".join(f"    {name}\n" for name in free)  # reference each cell so the names stay free
-    source = (f"def _outer():\n" + "".join(f"    {name} = None\n" for name in free)
+    source = ("def _outer():\n" + "".join(f"    {name} = None\n" for name in free)
               + f"    def _blocked(*args, **kwargs):\n{body.replace('    ', '        ')}"
               f"        raise __import__({__name__!r}, fromlist=['_']).ShortcutError({message!r})\n"
               f"    return _blocked\n")

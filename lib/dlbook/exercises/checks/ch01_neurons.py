@@ -14,8 +14,18 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..core import (Mismatch, as_array, as_bool, as_float, as_int, describe, exercise,
-                   expect, expect_close, expect_equal)
+from ..core import (
+    Mismatch,
+    as_array,
+    as_bool,
+    as_float,
+    as_int,
+    describe,
+    exercise,
+    expect,
+    expect_close,
+    expect_equal,
+)
 
 # ---------------------------------------------------------------------------
 # Exercise 1.1: the perceptron
