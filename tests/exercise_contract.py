@@ -43,10 +43,16 @@ def assert_passes(eid: str, answer, *, min_cases: int = 4) -> None:
 
 
 def assert_fails_naming_the_case(eid: str, answer, name: str) -> None:
+    """A plausible wrong answer fails, saying which case and what was expected (or that it took
+    a blocked shortcut, or took longer than the case allows)."""
     result = run_check(eid, answer)
     assert not result.passed, f"{name!r} passed the check of exercise {eid}"
     assert result.message.startswith("case "), result.message
-    assert f"{EXERCISES[eid].function_name}(" in result.message
+    if "is not available inside it" in result.message:
+        assert f"asks you to write this yourself; dlbook." in result.message, result.message
+        return
+    if " allowed" in result.message and "took" in result.message:
+        return
     assert "expected" in result.message and "got" in result.message, result.message
 
 

@@ -12,6 +12,9 @@ from torch import nn
 import dlbook.exercises.checks.ch02_feedforward as feedforward
 from dlbook.exercises import EXERCISES, run_check
 
+#: Fewest cases each check must run (tests/checks/test_contract.py).
+MIN_CASES = 5
+
 IDS = ("2.1", "2.2", "2.3")
 
 

@@ -8,6 +8,9 @@ from exercise_contract import bad_types
 
 from dlbook.exercises import EXERCISES
 
+#: Fewest cases each check must run (tests/checks/test_contract.py).
+MIN_CASES = 5
+
 IDS = ["4.1", "4.2", "4.3", "4.4", "4.5"]
 
 
