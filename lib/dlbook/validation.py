@@ -161,6 +161,19 @@ def check_labels_pm1(name: str, y: torch.Tensor) -> torch.Tensor:
     return y
 
 
+def check_values_in(name: str, tensor: torch.Tensor, allowed: tuple) -> torch.Tensor:
+    """Check that every entry of a tensor is one of ``allowed``, e.g. binary inputs (0, 1) or
+    Hopfield states (-1, 1)."""
+    inside = torch.zeros(tensor.shape, dtype=torch.bool, device=tensor.device)
+    for value in allowed:
+        inside |= tensor == value
+    if not torch.all(inside):
+        bad = tensor[~inside][:3].tolist()
+        wanted = ", ".join(f"{value:g}" for value in allowed[:-1]) + f" or {allowed[-1]:g}"
+        raise ValueError(f"{name} must contain only {wanted}, found values such as {bad}")
+    return tensor
+
+
 def check_same_length(name_a: str, a, name_b: str, b) -> None:
     """Check that two tensors have the same first dimension."""
     if len(a) != len(b):
