@@ -9,8 +9,9 @@
 * Boolean functions: XOR and n-bit parity with one hidden layer of n ReLUs,
   and a recurrent cell of one ReLU that computes parity of any length.
 
-Networks are ``torch.nn`` modules with hand-set weights (float64 by default,
-where the constructions are exact).
+Networks are ``torch.nn`` modules with hand-set weights, built by
+``nets.from_layers``. They default to float64, because the constructions are
+exact and the chapter compares them with closed forms.
 """
 from __future__ import annotations
 
@@ -20,39 +21,46 @@ from typing import Callable, NamedTuple
 import torch
 from torch import nn
 
+from . import nets
+from .data import hypercube
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_dtype, check_float, check_int
+from .validation import (
+    as_tensor,
+    check_choice,
+    check_device,
+    check_dtype,
+    check_float,
+    check_int,
+    check_interval,
+    check_values_in,
+)
 
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
 
 
-def _linear(weight, bias, *, device, dtype) -> nn.Linear:
-    """An nn.Linear holding the given weight (out, in) and bias (out,)."""
-    weight = torch.as_tensor(weight, dtype=torch.float64)
-    bias = torch.as_tensor(bias, dtype=torch.float64)
-    layer = nn.Linear(weight.shape[1], weight.shape[0], dtype=dtype)
-    with torch.no_grad():
-        layer.weight.copy_(weight)
-        layer.bias.copy_(bias)
-    return layer.to(device)
+def _network(layers, activation: str, *, device, dtype) -> nn.Sequential:
+    """nets.from_layers on (W, b) pairs given in float64, cast to ``dtype`` on ``device``."""
+    dtype, device = check_dtype("dtype", dtype), check_device("device", device)
+    return nets.from_layers([(torch.as_tensor(W, dtype=torch.float64).to(device, dtype),
+                              torch.as_tensor(b, dtype=torch.float64).to(device, dtype))
+                             for W, b in layers], activation)
 
 
 def _points(name: str, x) -> torch.Tensor:
     """A 1-D floating tensor of evaluation points."""
-    x = as_tensor(name, x)
-    if x.dim() != 1:
-        raise ValueError(f"{name} must be a 1-D tensor of points, got shape {tuple(x.shape)}")
-    return x if x.is_floating_point() else x.to(torch.float64)
+    return as_tensor(name, x, ndim=1, floating=True)
 
 
 def curve(model: nn.Module, x) -> torch.Tensor:
     """The values of a scalar-input, scalar-output network at the points x, as a 1-D tensor (Chapter 2)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    linears = nets.linear_layers(model)
+    if linears[0].in_features != 1 or linears[-1].out_features != 1:
+        raise ValueError(f"model must map one input to one output, got {linears[0].in_features} inputs "
+                         f"and {linears[-1].out_features} outputs")
     x = _points("x", x)
-    parameter = next(model.parameters())
+    parameter = linears[0].weight
     with torch.no_grad():
         return model(x.to(parameter.device, parameter.dtype)[:, None])[:, 0]  # (N, 1) -> (N,)
 
@@ -61,19 +69,19 @@ def curve(model: nn.Module, x) -> torch.Tensor:
 # Sigmoid networks: the staircase construction and random features
 # ---------------------------------------------------------------------------
 
-def staircase_knots(num_units: int, low: float, high: float) -> tuple[torch.Tensor, torch.Tensor]:
+class StaircaseKnots(NamedTuple):
+    """Where the staircase samples its target (c_0..c_m) and where its soft steps sit (t_1..t_m)."""
+
+    samples: torch.Tensor
+    steps: torch.Tensor
+
+
+def staircase_knots(num_units: int, low: float, high: float) -> StaircaseKnots:
     """Sample points c_0..c_m (uniform) and step positions t_i = (c_{i-1} + c_i)/2 (Chapter 2)."""
     num_units = check_int("num_units", num_units, minimum=1)
-    low, high = _interval(low, high)
+    low, high = check_interval(low, high)
     samples = torch.linspace(low, high, num_units + 1, dtype=torch.float64)
-    return samples, 0.5 * (samples[:-1] + samples[1:])
-
-
-def _interval(low, high) -> tuple[float, float]:
-    low, high = check_float("low", low), check_float("high", high)
-    if not low < high:
-        raise ValueError(f"low must be smaller than high, got low={low}, high={high}")
-    return low, high
+    return StaircaseKnots(samples, 0.5 * (samples[:-1] + samples[1:]))
 
 
 def sigmoid_staircase(target: Callable, num_units: int, sharpness: float, low: float, high: float,
@@ -87,16 +95,13 @@ def sigmoid_staircase(target: Callable, num_units: int, sharpness: float, low: f
     if not callable(target):
         raise TypeError(f"target must be a function of a tensor, got {type(target).__name__}")
     sharpness = check_float("sharpness", sharpness, low=0.0, low_open=True)
-    dtype = check_dtype("dtype", dtype)
     samples, steps = staircase_knots(num_units, low, high)
     values = torch.as_tensor(target(samples), dtype=torch.float64)
     if values.shape != samples.shape:
         raise ValueError(f"target must return one value per point, got shape {tuple(values.shape)}")
     steepness = sharpness / (samples[1] - samples[0])
-    hidden = _linear(torch.full((num_units, 1), float(steepness), dtype=torch.float64), -steepness * steps,
-                     device=device, dtype=dtype)
-    output = _linear(values.diff()[None, :], values[:1], device=device, dtype=dtype)
-    return nn.Sequential(hidden, nn.Sigmoid(), output)
+    hidden = (torch.full((num_units, 1), float(steepness), dtype=torch.float64), -steepness * steps)
+    return _network([hidden, (values.diff()[None, :], values[:1])], "sigmoid", device=device, dtype=dtype)
 
 
 def staircase_weights(x, num_units: int, sharpness: float, low: float, high: float) -> torch.Tensor:
@@ -203,10 +208,9 @@ def relu_interpolant(knots, values, *, device="cpu", dtype: torch.dtype = torch.
     knots = _points("knots", knots).to(torch.float64)
     positions = knots[:-1]
     jumps = torch.cat([torch.tensor([form.slope], dtype=torch.float64), form.coefficients])
-    hidden = _linear(torch.ones(len(positions), 1), -positions, device=device, dtype=dtype)
-    output = _linear(jumps[None, :], knots[:1] * form.slope + form.intercept,
-                     device=device, dtype=dtype)
-    return nn.Sequential(hidden, nn.ReLU(), output)
+    return _network([(torch.ones(len(positions), 1), -positions),
+                     (jumps[None, :], knots[:1] * form.slope + form.intercept)], "relu",
+                    device=device, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -234,32 +238,32 @@ _TENT_OUT = torch.tensor([[2.0, -4.0]], dtype=torch.float64)
 _TENT_BIAS = torch.tensor([0.0, -0.5], dtype=torch.float64)
 
 
+def _tent_layers(depth: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The ``depth`` hidden layers (W, b) of the width-2 sawtooth, without the output layer."""
+    layers = [(torch.ones(2, 1, dtype=torch.float64), _TENT_BIAS)]
+    # Both units of each later layer read t = 2 h1 - 4 h2: weight [[2, -4], [2, -4]].
+    return layers + [(_TENT_OUT.repeat(2, 1), _TENT_BIAS)] * (depth - 1)
+
+
 def sawtooth_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
     """Width-2 ReLU net with ``depth`` hidden layers computing the sawtooth on [0, 1] exactly (Chapter 2)."""
     depth = check_int("depth", depth, minimum=1)
-    dtype = check_dtype("dtype", dtype)
-    layers = [_linear(torch.ones(2, 1), _TENT_BIAS, device=device, dtype=dtype), nn.ReLU()]
-    for _ in range(depth - 1):
-        # Two units of the next layer both read t = 2 h1 - 4 h2: weight [[2, -4], [2, -4]].
-        layers += [_linear(_TENT_OUT.repeat(2, 1), _TENT_BIAS, device=device, dtype=dtype), nn.ReLU()]
-    layers.append(_linear(_TENT_OUT, torch.zeros(1), device=device, dtype=dtype))
-    return nn.Sequential(*layers)
+    output = (_TENT_OUT, torch.zeros(1, dtype=torch.float64))
+    return _network(_tent_layers(depth) + [output], "relu", device=device, dtype=dtype)
 
 
 def montufar_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
     """Width-2 net: depth - 1 tent layers, then relu(1/3 - t) + relu(t - 2/3); 3 * 2^(depth-1) pieces (Chapter 2)."""
     depth = check_int("depth", depth, minimum=1)
-    dtype = check_dtype("dtype", dtype)
-    last_weight = torch.tensor([[-1.0], [1.0]], dtype=torch.float64)
-    last_bias = torch.tensor([1 / 3, -2 / 3], dtype=torch.float64)
+    v_weight = torch.tensor([[-1.0], [1.0]], dtype=torch.float64)   # u -> (1/3 - u, u - 2/3)
+    v_bias = torch.tensor([1 / 3, -2 / 3], dtype=torch.float64)
     if depth == 1:
-        layers = [_linear(last_weight, last_bias, device=device, dtype=dtype), nn.ReLU()]
+        hidden = [(v_weight, v_bias)]
     else:
-        layers = list(sawtooth_network(depth - 1, device=device, dtype=dtype))[:-1]
-        # The last layer reads t = 2 h1 - 4 h2 and applies u -> (1/3 - u, u - 2/3).
-        layers += [_linear(last_weight @ _TENT_OUT, last_bias, device=device, dtype=dtype), nn.ReLU()]
-    layers.append(_linear(torch.ones(1, 2), torch.zeros(1), device=device, dtype=dtype))
-    return nn.Sequential(*layers)
+        # The last hidden layer reads t = 2 h1 - 4 h2 of the tent layers before it.
+        hidden = _tent_layers(depth - 1) + [(v_weight @ _TENT_OUT, v_bias)]
+    output = (torch.ones(1, 2, dtype=torch.float64), torch.zeros(1, dtype=torch.float64))
+    return _network(hidden + [output], "relu", device=device, dtype=dtype)
 
 
 class ShallowFit(NamedTuple):
@@ -292,10 +296,8 @@ def shallow_sawtooth_fit(depth: int, num_units: int, *, device="cpu") -> Shallow
     target = sawtooth(quad_x, depth)
     root_w = quad_w.sqrt()[:, None]
     coefficients = torch.linalg.lstsq(root_w * design, root_w[:, 0] * target, driver="gelsd").solution
-    model = nn.Sequential(_linear(torch.ones(num_units, 1), -positions, device=device, dtype=torch.float64),
-                          nn.ReLU(),
-                          _linear(coefficients[None, 1:], coefficients[:1], device=device,
-                                  dtype=torch.float64))
+    model = _network([(torch.ones(num_units, 1), -positions), (coefficients[None, 1:], coefficients[:1])],
+                     "relu", device=device, dtype=torch.float64)
     residual = design @ coefficients - target
     sup_error = float(residual.abs().max())
     mse = float((quad_w * residual**2).sum())
@@ -303,7 +305,8 @@ def shallow_sawtooth_fit(depth: int, num_units: int, *, device="cpu") -> Shallow
 
 
 def shallow_units_lower_bound(depth: int) -> int:
-    """2^(depth-1): fewer hidden units give sup error >= 1/2 on the sawtooth, for any one-hidden-layer net (Chapter 2)."""
+    """2^(depth-1): with fewer hidden units, every one-hidden-layer net has sup error >= 1/2 on the sawtooth
+    (Chapter 2)."""
     return 2 ** (check_int("depth", depth, minimum=1) - 1)
 
 
@@ -311,18 +314,10 @@ def shallow_units_lower_bound(depth: int) -> int:
 # Boolean functions: XOR and parity
 # ---------------------------------------------------------------------------
 
-def boolean_cube(num_bits: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """All 2^n points of {0, 1}^n as rows, in binary counting order (Chapter 2)."""
-    num_bits = check_int("num_bits", num_bits, minimum=1, maximum=24)
-    codes = torch.arange(2**num_bits)
-    shifts = torch.arange(num_bits - 1, -1, -1)
-    return ((codes[:, None] >> shifts[None, :]) & 1).to(device=device, dtype=check_dtype("dtype", dtype))
-
-
 def bit_parity(X) -> torch.Tensor:
-    """x_1 XOR ... XOR x_n for each row of a 0/1 matrix (Chapter 2)."""
-    X = as_tensor("X", X, ndim=2)
-    return X.round().long().sum(dim=1) % 2
+    """x_1 XOR ... XOR x_n for each row of a 0/1 matrix, as int64 (Chapter 2)."""
+    X = check_values_in("X", as_tensor("X", X, ndim=2), (0, 1))
+    return X.long().sum(dim=1) % 2
 
 
 def parity_network(num_bits: int, *, device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
@@ -334,9 +329,8 @@ def parity_network(num_bits: int, *, device="cpu", dtype: torch.dtype = torch.fl
     thresholds = torch.arange(num_bits, dtype=torch.float64)
     signs = torch.where(thresholds % 2 == 0, 1.0, -1.0).to(torch.float64)
     out_weights = torch.where(thresholds == 0, 1.0, 2.0 * signs)
-    hidden = _linear(torch.ones(num_bits, num_bits), -thresholds, device=device, dtype=dtype)
-    output = _linear(out_weights[None, :], torch.zeros(1), device=device, dtype=dtype)
-    return nn.Sequential(hidden, nn.ReLU(), output)
+    return _network([(torch.ones(num_bits, num_bits), -thresholds), (out_weights[None, :], torch.zeros(1))],
+                    "relu", device=device, dtype=dtype)
 
 
 class ParityCell(nn.Module):
@@ -345,8 +339,9 @@ class ParityCell(nn.Module):
     def __init__(self, *, device="cpu", dtype: torch.dtype = torch.float64):
         super().__init__()
         # Input a = h + x; output h' = a - 2 relu(a - 1): a linear read-in and read-out around one ReLU.
-        self.read_in = _linear(torch.ones(1, 2), torch.tensor([-1.0]), device=device, dtype=dtype)
-        self.skip = _linear(torch.ones(1, 2), torch.zeros(1), device=device, dtype=dtype)
+        self.read_in = _network([(torch.ones(1, 2), torch.tensor([-1.0]))], "identity",
+                                device=device, dtype=dtype)[0]
+        self.skip = _network([(torch.ones(1, 2), torch.zeros(1))], "identity", device=device, dtype=dtype)[0]
 
     def forward(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         hx = torch.stack([h, x], dim=-1)  # (batch, 2)
@@ -355,7 +350,7 @@ class ParityCell(nn.Module):
 
 def recurrent_parity(X, cell: ParityCell | None = None) -> torch.Tensor:
     """Run the parity cell over the columns of a 0/1 matrix (batch, length), from h = 0 (Chapter 2)."""
-    X = as_tensor("X", X, ndim=2)
+    X = check_values_in("X", as_tensor("X", X, ndim=2), (0, 1))
     X = X if X.is_floating_point() else X.to(torch.float64)
     if cell is None:
         cell = ParityCell(device=X.device, dtype=X.dtype)
@@ -375,7 +370,7 @@ def parity_implicants(num_bits: int) -> list[tuple]:
     odd weight, which is why a DNF (OR of ANDs) of parity needs 2^(n-1) terms.
     """
     num_bits = check_int("num_bits", num_bits, minimum=1, maximum=10)
-    cube = boolean_cube(num_bits, dtype=torch.float64)
+    cube = hypercube(num_bits, encoding="01", dtype=torch.float64)
     odd = bit_parity(cube) == 1
     implicants = []
     for term in itertools.product((None, 0, 1), repeat=num_bits):

@@ -24,8 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .runtime import generator
-from .validation import as_tensor, check_float, check_int
+from .validation import as_tensor, check_int, check_interval, check_ints, describe
 
 #: Relative size below which a value at a polygon vertex counts as zero.
 ZERO_TOL = 1e-12
@@ -125,36 +124,6 @@ def _parse_model(model):
     return hidden, output
 
 
-def random_relu_network(widths, *, in_dim: int = 2, bias_std: float = 1.0, seed: int = 0,
-                        device="cpu", dtype: torch.dtype = torch.float64) -> nn.Sequential:
-    """A ReLU network with He-normal weights and N(0, bias_std²) biases, one scalar output (Chapter 2).
-
-    ``widths`` lists the hidden widths, e.g. (20,) or (10, 10, 10).
-    """
-    if isinstance(widths, (int, np.integer)) and not isinstance(widths, bool):
-        widths = (int(widths),)
-    if not isinstance(widths, (list, tuple)) or not widths:
-        raise TypeError(f"widths must be a non-empty list or tuple of integers, got {widths!r}")
-    widths = [check_int("widths", w, minimum=1) for w in widths]
-    in_dim = check_int("in_dim", in_dim, minimum=1)
-    bias_std = check_float("bias_std", bias_std, low=0.0)
-    seed = check_int("seed", seed, minimum=0)
-    rng = generator(seed)
-    layers, fan_in = [], in_dim
-    for width in widths + [1]:
-        linear = nn.Linear(fan_in, width, dtype=dtype)
-        with torch.no_grad():
-            # Draw on the CPU in float64, then cast and move: same net on every device.
-            linear.weight.copy_(torch.randn(width, fan_in, generator=rng, dtype=torch.float64)
-                                * math.sqrt(2.0 / fan_in))
-            linear.bias.copy_(torch.randn(width, generator=rng, dtype=torch.float64) * bias_std)
-        layers.append(linear)
-        if len(layers) < 2 * len(widths):
-            layers.append(nn.ReLU())
-        fan_in = width
-    return nn.Sequential(*layers).to(device)
-
-
 def activation_patterns(model, X) -> torch.Tensor:
     """Boolean (N, total hidden units): which units are on at each input row (Chapter 2)."""
     hidden, _ = _parse_model(model)
@@ -175,35 +144,30 @@ def activation_patterns(model, X) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 def zaslavsky_bound(num_hyperplanes: int, dim: int) -> int:
-    """Regions of m hyperplanes in general position in R^n: sum_{i<=min(m,n)} binom(m, i) (Chapter 2)."""
+    """R_n(m) = sum_{i<=n} binom(m, i): regions of m hyperplanes in general position in R^n (Chapter 2)."""
     num_hyperplanes = check_int("num_hyperplanes", num_hyperplanes, minimum=0)
     dim = check_int("dim", dim, minimum=1)
     return sum(math.comb(num_hyperplanes, i) for i in range(min(num_hyperplanes, dim) + 1))
 
 
-def _check_widths(widths) -> list[int]:
-    if not isinstance(widths, (list, tuple)) or not widths:
-        raise TypeError(f"widths must be a non-empty list or tuple of integers, got {widths!r}")
-    return [check_int("widths", w, minimum=1) for w in widths]
+def deep_upper_bound(hidden_widths, dim: int) -> int:
+    """prod_l R_{d_l}(m_l) with d_l = min(n, m_1, ..., m_{l-1}): an upper bound on the regions (Chapter 2).
 
-
-def deep_upper_bound(widths, dim: int) -> int:
-    """prod_l R(m_l, d_l) with d_l = min(n, m_1, ..., m_{l-1}): an upper bound on the regions (Chapter 2).
-
+    ``hidden_widths`` lists m_1, ..., m_L and ``dim`` is the input dimension n.
     Inside one region of the first l-1 layers the network is affine with rank
     at most d_l, so layer l's m_l units act as m_l hyperplanes in d_l dimensions.
     """
-    widths = _check_widths(widths)
+    hidden_widths = check_ints("hidden_widths", hidden_widths, minimum=1)
     dim = check_int("dim", dim, minimum=1)
     bound, effective_dim = 1, dim
-    for width in widths:
+    for width in hidden_widths:
         bound *= zaslavsky_bound(width, effective_dim)
         effective_dim = min(effective_dim, width)
     return bound
 
 
 def montufar_lower_bound(width: int, depth: int, dim: int) -> int:
-    """R(m, n) * floor(m/n)^(n(L-1)): regions some depth-L width-m net reaches, m >= n (Chapter 2)."""
+    """R_n(m) * floor(m/n)^(n(L-1)): regions some depth-L width-m net on R^n reaches, m >= n (Chapter 2)."""
     width = check_int("width", width, minimum=1)
     depth = check_int("depth", depth, minimum=1)
     dim = check_int("dim", dim, minimum=1)
@@ -215,14 +179,6 @@ def montufar_lower_bound(width: int, depth: int, dim: int) -> int:
 # ---------------------------------------------------------------------------
 # Exact counting on an interval
 # ---------------------------------------------------------------------------
-
-def _check_interval(low, high) -> tuple[float, float]:
-    low = check_float("low", low)
-    high = check_float("high", high)
-    if not low < high:
-        raise ValueError(f"low must be smaller than high, got low={low}, high={high}")
-    return low, high
-
 
 def _cells_1d(hidden, low: float, high: float):
     """Intervals of constant activation pattern with the affine map x -> a x + c of the last layer."""
@@ -247,7 +203,7 @@ def activation_regions_1d(model, low: float, high: float) -> int:
     hidden, _ = _parse_model(model)
     if hidden[0][0].shape[1] != 1:
         raise ValueError("model must take 1-D inputs")
-    low, high = _check_interval(low, high)
+    low, high = check_interval(low, high)
     return len(_cells_1d(hidden, low, high))
 
 
@@ -262,7 +218,7 @@ def linear_pieces_1d(model, low: float, high: float) -> Pieces:
         raise ValueError("model must take 1-D inputs")
     if output is None or output[0].shape[0] != 1:
         raise ValueError("model must end in a Linear layer with one output")
-    low, high = _check_interval(low, high)
+    low, high = check_interval(low, high)
     w_out, b_out = output[0][0], output[1][0]
     edges, slopes, intercepts = [low], [], []
     for x0, x1, a, c, _ in _cells_1d(hidden, low, high):
@@ -313,17 +269,22 @@ def _area(rays: np.ndarray) -> float:
                                          rays[1:-1], rays[2:]], axis=1)).sum())
 
 
+def _check_box(box) -> tuple[float, float, float, float]:
+    """(x_min, x_max, y_min, y_max) as floats, with x_min < x_max and y_min < y_max."""
+    if not isinstance(box, (list, tuple)) or len(box) != 4:
+        raise TypeError(f"box must be (x_min, x_max, y_min, y_max), got {describe(box)}")
+    x0, x1 = check_interval(box[0], box[1], names=("box x_min", "box x_max"))
+    y0, y1 = check_interval(box[2], box[3], names=("box y_min", "box y_max"))
+    return x0, x1, y0, y1
+
+
 def _start_polygons(box):
     """The plane as four quadrant cones (w >= 0), or a box as one polygon, counter-clockwise."""
     if box is None:
         e1, e2, e3 = np.eye(3)
         return [np.array([e3, s1 * e1, s2 * e2]) if s1 * s2 > 0 else np.array([e3, s2 * e2, s1 * e1])
                 for s1, s2 in [(1, 1), (-1, 1), (-1, -1), (1, -1)]]
-    if not isinstance(box, (list, tuple)) or len(box) != 4:
-        raise TypeError(f"box must be None or (x_min, x_max, y_min, y_max), got {box!r}")
-    x0, x1, y0, y1 = (check_float("box", v) for v in box)
-    if not (x0 < x1 and y0 < y1):
-        raise ValueError(f"box must have x_min < x_max and y_min < y_max, got {box!r}")
+    x0, x1, y0, y1 = _check_box(box)
     corners = np.array([[x0, y0, 1.0], [x1, y0, 1.0], [x1, y1, 1.0], [x0, y1, 1.0]])
     return [corners / np.linalg.norm(corners, axis=1, keepdims=True)]
 
@@ -387,9 +348,7 @@ def count_regions_on_grid(model, box, resolution: int) -> int:
     A lower bound on the true count: cells smaller than the grid spacing, or
     outside the box, are missed.
     """
-    if not isinstance(box, (list, tuple)) or len(box) != 4:
-        raise TypeError(f"box must be (x_min, x_max, y_min, y_max), got {box!r}")
-    x0, x1, y0, y1 = (check_float("box", v) for v in box)
+    x0, x1, y0, y1 = _check_box(box)
     resolution = check_int("resolution", resolution, minimum=2)
     device = _model_device(model)
     xs = torch.linspace(x0, x1, resolution, dtype=torch.float64, device=device)

@@ -57,6 +57,14 @@ def check_float(name: str, value, *, low: float | None = None,
     return value
 
 
+def check_interval(low, high, *, names: tuple[str, str] = ("low", "high")) -> tuple[float, float]:
+    """Return the ends of an interval as finite floats, after checking that low < high."""
+    low, high = check_float(names[0], low), check_float(names[1], high)
+    if not low < high:
+        raise ValueError(f"{names[0]} must be smaller than {names[1]}, got {names[0]}={low}, {names[1]}={high}")
+    return low, high
+
+
 def check_choice(name: str, value, choices):
     """Return ``value`` if it is one of ``choices``."""
     if value not in choices:

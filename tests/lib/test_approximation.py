@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from dlbook import approximation as ap
+from dlbook import data
 
 
 def sine(x):
@@ -113,15 +114,15 @@ def test_shallow_fit_errors_are_exact():
 
 def test_parity_constructions_are_exact_on_all_inputs():
     for n in (1, 2, 3, 6, 11):
-        cube = ap.boolean_cube(n)
-        assert cube.shape == (2**n, n)
+        cube = data.hypercube(n, encoding="01", dtype=torch.float64)
         with torch.no_grad():
             out = ap.parity_network(n)(cube)[:, 0]
         assert torch.equal(out, ap.bit_parity(cube).double())
         assert torch.equal(ap.recurrent_parity(cube), ap.bit_parity(cube).double())
         net = ap.parity_network(n)
         assert net[0].out_features == n
-    assert ap.boolean_cube(2).tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert ap.bit_parity(torch.tensor([[0, 1, 1], [1, 1, 1]])).tolist() == [0, 1]
+    assert ap.parity_network(4, dtype=torch.float32)[0].weight.dtype == torch.float32
 
 
 def test_parity_cell_is_xor_and_matches_a_manual_relu():
@@ -158,7 +159,19 @@ def test_parity_implicants_are_the_odd_minterms():
     (lambda: ap.sawtooth_network(2, dtype=torch.int64), TypeError, "dtype"),
     (lambda: ap.shallow_sawtooth_fit(3, 0), ValueError, "num_units"),
     (lambda: ap.parity_network("3"), TypeError, "num_bits"),
-    (lambda: ap.boolean_cube(30), ValueError, "num_bits"),
+    (lambda: ap.parity_network(3, dtype=torch.int64), TypeError, "dtype"),
+    (lambda: ap.parity_network(3, device="gpu0"), TypeError, "device"),
+    (lambda: ap.bit_parity(torch.tensor([[0.0, 2.0]])), ValueError, "only 0 or 1"),
+    (lambda: ap.bit_parity(torch.tensor([0, 1])), ValueError, "X"),
+    (lambda: ap.recurrent_parity(torch.tensor([[0.5, 1.0]])), ValueError, "only 0 or 1"),
+    (lambda: ap.relu_interpolant(torch.tensor([0.0, 1.0]), torch.zeros(2), dtype=torch.int32), TypeError, "dtype"),
+    (lambda: ap.lebesgue_form(torch.tensor([0, 1, 2]), torch.zeros(3)), TypeError, "knots"),
+    (lambda: ap.lebesgue_form(torch.tensor([0.0, 1.0, 2.0]), torch.zeros(4)), ValueError, "same length"),
+    (lambda: ap.tent_map(torch.tensor([0, 1])), TypeError, "x"),
+    (lambda: ap.curve(ap.parity_network(3), torch.zeros(3)), ValueError, "one input"),
+    (lambda: ap.curve(nn.Sequential(nn.ReLU()), torch.zeros(3)), ValueError, "Linear"),
+    (lambda: ap.curve(ap.sawtooth_network(2), torch.zeros(3, 1)), ValueError, "x"),
+    (lambda: ap.staircase_knots(4, 0.0, float("inf")), ValueError, "high"),
     (lambda: ap.recurrent_parity(torch.zeros(4)), ValueError, "X"),
     (lambda: ap.recurrent_parity(torch.zeros(4, 2), cell=nn.ReLU()), TypeError, "cell"),
     (lambda: ap.curve("net", torch.zeros(3)), TypeError, "model"),
@@ -171,7 +184,7 @@ def test_bad_arguments_raise_clear_errors(call, error, match):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_constructions_on_cuda():
-    cube = ap.boolean_cube(8, device="cuda")
+    cube = data.hypercube(8, encoding="01", dtype=torch.float64, device="cuda")
     with torch.no_grad():
         assert torch.equal(ap.parity_network(8, device="cuda")(cube)[:, 0], ap.bit_parity(cube).double())
     x = torch.linspace(0, 1, 1025, dtype=torch.float64, device="cuda")

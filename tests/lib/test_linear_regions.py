@@ -5,8 +5,13 @@ import pytest
 import torch
 from torch import nn
 
-from dlbook import approximation
+from dlbook import approximation, nets
 from dlbook import linear_regions as lr
+
+
+def _relu_net(hidden, *, in_dim=2, bias_std=1.0, seed=0):
+    """The chapter's random ReLU nets: He-normal weights, N(0, bias_std²) biases, one output, float64."""
+    return nets.mlp((in_dim, *hidden, 1), init="he", bias_std=bias_std, seed=seed, dtype=torch.float64)
 
 
 def _one_layer(W, b):
@@ -26,7 +31,7 @@ def test_bounds_spot_values():
 
 def test_one_layer_in_general_position_meets_zaslavsky_exactly():
     for width in (1, 2, 3, 7, 15, 30):
-        net = lr.random_relu_network((width,), seed=width)
+        net = _relu_net((width,), seed=width)
         assert lr.count_regions_2d(net) == lr.zaslavsky_bound(width, 2)
 
 
@@ -40,7 +45,7 @@ def test_degenerate_arrangements_have_fewer_regions():
 
 
 def test_regions_in_a_box_tile_the_box():
-    net = lr.random_relu_network((8, 8, 8), seed=3)
+    net = _relu_net((8, 8, 8), seed=3)
     box = (-3.0, 2.0, -1.0, 4.0)
     regions = lr.activation_regions_2d(net, box=box)
     areas = []
@@ -53,7 +58,7 @@ def test_regions_in_a_box_tile_the_box():
 
 
 def test_region_patterns_agree_with_the_forward_pass():
-    net = lr.random_relu_network((6, 5), seed=4)
+    net = _relu_net((6, 5), seed=4)
     regions = lr.activation_regions_2d(net, box=(-4.0, 4.0, -4.0, 4.0))
     centroids = torch.tensor(np.array([r.vertices.mean(axis=0) for r in regions]))
     forward = lr.activation_patterns(net, centroids).int().tolist()
@@ -61,7 +66,7 @@ def test_region_patterns_agree_with_the_forward_pass():
 
 
 def test_grid_never_finds_more_than_the_exact_count_and_finds_a_subset():
-    net = lr.random_relu_network((10, 10), seed=5)
+    net = _relu_net((10, 10), seed=5)
     box = (-5.0, 5.0, -5.0, 5.0)
     exact = {r.pattern for r in lr.activation_regions_2d(net, box=box)}
     side = torch.linspace(-5, 5, 300, dtype=torch.float64)
@@ -73,12 +78,12 @@ def test_grid_never_finds_more_than_the_exact_count_and_finds_a_subset():
 
 def test_deep_counts_respect_the_upper_bound():
     for widths in [(4, 4), (6, 3, 6), (3, 3, 3, 3)]:
-        net = lr.random_relu_network(widths, seed=6)
+        net = _relu_net(widths, seed=6)
         assert lr.count_regions_2d(net) <= lr.deep_upper_bound(list(widths), 2)
 
 
 def test_pieces_reproduce_the_network_exactly():
-    net = lr.random_relu_network((7, 7, 7), in_dim=1, seed=7)
+    net = _relu_net((7, 7, 7), in_dim=1, seed=7)
     pieces = lr.linear_pieces_1d(net, -2.0, 2.0)
     assert pieces.breakpoints[0] == -2.0 and pieces.breakpoints[-1] == 2.0
     x = torch.linspace(-2, 2, 5001, dtype=torch.float64)
@@ -91,7 +96,7 @@ def test_pieces_reproduce_the_network_exactly():
 
 
 def test_one_d_count_matches_pattern_changes_on_a_fine_grid():
-    net = lr.random_relu_network((8, 8), in_dim=1, bias_std=0.5, seed=8)
+    net = _relu_net((8, 8), in_dim=1, bias_std=0.5, seed=8)
     x = torch.linspace(-3, 3, 200_001, dtype=torch.float64)[:, None]
     patterns = lr.activation_patterns(net, x)
     changes = int((patterns[1:] != patterns[:-1]).any(dim=1).sum())
@@ -107,29 +112,18 @@ def test_sawtooth_pieces_are_powers_of_two():
 
 def test_dead_units_merge_activation_regions_into_one_piece():
     # Two units with the same kink but output weights that cancel: two regions, one piece.
-    model = nn.Sequential(nn.Linear(1, 2), nn.ReLU(), nn.Linear(2, 1)).double()
-    with torch.no_grad():
-        model[0].weight.copy_(torch.tensor([[1.0], [1.0]])); model[0].bias.zero_()
-        model[2].weight.copy_(torch.tensor([[1.0, -1.0]])); model[2].bias.zero_()
+    model = nets.from_layers([(torch.tensor([[1.0], [1.0]], dtype=torch.float64), torch.zeros(2, dtype=torch.float64)),
+                              (torch.tensor([[1.0, -1.0]], dtype=torch.float64), torch.zeros(1, dtype=torch.float64))])
     assert lr.activation_regions_1d(model, -1.0, 1.0) == 2
     assert len(lr.linear_pieces_1d(model, -1.0, 1.0).slopes) == 1
 
 
 def test_model_formats_agree():
-    net = lr.random_relu_network((5, 4), seed=9)
+    net = _relu_net((5, 4), seed=9)
     pairs = [(net[0].weight, net[0].bias), (net[2].weight, net[2].bias)]
     assert lr.count_regions_2d(pairs) == lr.count_regions_2d(net)
     layers = lr.hidden_layers(net)
     assert len(layers) == 2 and layers[0][0].shape == (5, 2) and layers[1][0].dtype == np.float64
-
-
-def test_random_network_is_reproducible_and_scaled():
-    a = lr.random_relu_network((200,), in_dim=50, seed=1)
-    b = lr.random_relu_network((200,), in_dim=50, seed=1)
-    assert torch.equal(a[0].weight, b[0].weight)
-    assert a[0].weight.var().item() == pytest.approx(2 / 50, rel=0.05)
-    f32 = lr.random_relu_network((3,), seed=1, dtype=torch.float32)
-    assert f32[0].weight.dtype == torch.float32
 
 
 def test_pattern_codes_identify_equal_rows():
@@ -150,19 +144,25 @@ def test_pattern_codes_identify_equal_rows():
     (lambda: lr.zaslavsky_bound(3, 0), ValueError, "dim"),
     (lambda: lr.deep_upper_bound(5, 2), TypeError, "widths"),
     (lambda: lr.montufar_lower_bound(1, 2, 2), ValueError, "width"),
-    (lambda: lr.random_relu_network((), seed=0), TypeError, "widths"),
-    (lambda: lr.random_relu_network((3,), bias_std=-1.0), ValueError, "bias_std"),
+    (lambda: lr.deep_upper_bound([3, 0], 2), ValueError, "hidden_widths"),
     (lambda: lr.count_regions_2d("net"), TypeError, "model"),
     (lambda: lr.count_regions_2d(nn.Sequential(nn.ReLU())), ValueError, "model"),
     (lambda: lr.count_regions_2d(nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))), ValueError, "model"),
-    (lambda: lr.count_regions_2d(lr.random_relu_network((3,), in_dim=3)), ValueError, "model"),
-    (lambda: lr.count_regions_2d(lr.random_relu_network((3,)), box=(1, 0, 0, 1)), ValueError, "box"),
-    (lambda: lr.count_regions_2d(lr.random_relu_network((3,)), box=[0, 1]), TypeError, "box"),
-    (lambda: lr.count_regions_on_grid(lr.random_relu_network((3,)), (0, 1, 0, 1), 1), ValueError, "resolution"),
-    (lambda: lr.linear_pieces_1d(lr.random_relu_network((3,), in_dim=1), 1.0, 0.0), ValueError, "low"),
+    (lambda: lr.count_regions_2d(_relu_net((3,), in_dim=3)), ValueError, "model"),
+    (lambda: lr.count_regions_2d(_relu_net((3,)), box=(1, 0, 0, 1)), ValueError, "box x_min"),
+    (lambda: lr.count_regions_2d(_relu_net((3,)), box=(0, 1, 2, 1)), ValueError, "box y_min"),
+    (lambda: lr.count_regions_2d(_relu_net((3,)), box=(0, "1", 0, 1)), TypeError, "box x_max"),
+    (lambda: lr.count_regions_2d(_relu_net((3,)), box=[0, 1]), TypeError, "box"),
+    (lambda: lr.count_regions_on_grid(_relu_net((3,)), (0, 1, 0, 1), 1), ValueError, "resolution"),
+    (lambda: lr.linear_pieces_1d(_relu_net((3,), in_dim=1), 1.0, 0.0), ValueError, "low"),
+    (lambda: lr.activation_regions_1d(_relu_net((3,), in_dim=1), 0.0, float("nan")), ValueError, "high"),
+    (lambda: lr.activation_regions_1d(_relu_net((3,)), 0.0, 1.0), ValueError, "1-D"),
     (lambda: lr.linear_pieces_1d([(torch.ones(2, 1), torch.zeros(2))], 0.0, 1.0), ValueError, "model"),
-    (lambda: lr.activation_patterns(lr.random_relu_network((3,)), torch.zeros(4, 3)), ValueError, "X"),
+    (lambda: lr.activation_patterns(_relu_net((3,)), torch.zeros(4, 3)), ValueError, "X"),
     (lambda: lr.count_regions_2d([(torch.ones(3, 2), torch.zeros(2))]), ValueError, "bias"),
+    (lambda: lr.count_regions_2d([(torch.ones(3, 2), torch.zeros(3)), (torch.ones(2, 4), torch.zeros(2))]),
+     ValueError, "layer 1"),
+    (lambda: lr.count_regions_2d([(torch.full((3, 2), float("inf")), torch.zeros(3))]), ValueError, "NaN"),
     (lambda: lr.pattern_codes(torch.zeros(3, 4)), TypeError, "patterns"),
 ])
 def test_bad_arguments_raise_clear_errors(call, error, match):
@@ -172,6 +172,6 @@ def test_bad_arguments_raise_clear_errors(call, error, match):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_grid_count_on_cuda_matches_cpu():
-    net = lr.random_relu_network((10,), seed=2)
+    net = _relu_net((10,), seed=2)
     assert lr.count_regions_on_grid(net.cuda(), (-5, 5, -5, 5), 200) == \
         lr.count_regions_on_grid(net, (-5, 5, -5, 5), 200)
