@@ -2,7 +2,9 @@
 
 C(s, n) counts the labelings of s points in general position in R^n that a
 homogeneous hyperplane (through the origin) separates. An affine classifier in
-R^d is a homogeneous one in R^(d+1), so use dim = d + 1 for it.
+R^d is a homogeneous one in R^(d+1), so use dim = d + 1 for it. Counts are exact
+Python integers and fractions; sampled points are float64, and separability is
+decided exactly by perceptron.is_linearly_separable (a linear program).
 """
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from .perceptron import _check_points, _lp_separable
+from .perceptron import is_linearly_separable
 from .runtime import generator
-from .validation import as_tensor, check_float, check_int
+from .validation import as_tensor, check_finite, check_float, check_int
 
 #: Largest number of points count_separable_dichotomies enumerates (2**13 LPs, ~10 s).
 MAX_BRUTE_FORCE_POINTS = 14
@@ -52,7 +54,7 @@ def cover_count_recursive(num_points: int, dim: int) -> int:
 def separable_fraction(num_points: int, dim: int) -> float:
     """Fraction C(s, n) / 2^s of all labelings that are separable, computed exactly (Chapter 1).
 
-    It is exactly 1/2 at s = 2n; past that the fraction (not the count, errata E2) falls to 0.
+    It is exactly 1/2 at s = 2n; past that the fraction (not the count) falls to 0.
     """
     return float(Fraction(cover_count(num_points, dim), 2**int(num_points)))
 
@@ -81,10 +83,10 @@ def monte_carlo_separable_fraction(num_points: int, dim: int, *, trials: int = 2
     trials = check_int("trials", trials, minimum=1)
     seed = check_int("seed", seed, minimum=0)
     rng = generator(seed)
-    X = torch.randn(trials, num_points, dim, generator=rng, dtype=torch.float64).numpy()
-    y = (2 * torch.randint(0, 2, (trials, num_points), generator=rng) - 1).to(torch.float64).numpy()
+    X = torch.randn(trials, num_points, dim, generator=rng, dtype=torch.float64)
+    y = (2 * torch.randint(0, 2, (trials, num_points), generator=rng) - 1).to(torch.float64)
     # One LP per trial: the loop is over independent experiments, not points.
-    separable = [_lp_separable(X[t], y[t]) for t in range(trials)]
+    separable = [is_linearly_separable(X[t], y[t]) for t in range(trials)]
     return float(np.mean(separable))
 
 
@@ -98,14 +100,13 @@ def count_separable_dichotomies(X) -> int:
     if not 1 <= num_points <= MAX_BRUTE_FORCE_POINTS:
         raise ValueError(f"X must have between 1 and {MAX_BRUTE_FORCE_POINTS} rows "
                          f"(2^s labelings are enumerated), got {num_points}")
-    X, _ = _check_points(X, torch.ones(num_points))
-    X_np = X.detach().cpu().to(torch.float64).numpy()
+    X = check_finite("X", X.detach().cpu().to(torch.float64))
     # A homogeneous separator w for y gives -w for -y, so fix the first label
     # to +1, test half of the labelings and double the count.
     codes = np.arange(2 ** (num_points - 1))[:, None]
     bits = (codes >> np.arange(num_points - 2, -1, -1)) & 1 if num_points > 1 else codes[:, :0]
-    labelings = np.hstack([np.ones((len(codes), 1)), 2.0 * bits - 1])
-    return 2 * sum(_lp_separable(X_np, labels) for labels in labelings)
+    labelings = torch.from_numpy(np.hstack([np.ones((len(codes), 1)), 2.0 * bits - 1]))
+    return 2 * sum(is_linearly_separable(X, labels) for labels in labelings)
 
 
 def smallest_unlikely(dim: int, threshold: float = 0.01) -> int:

@@ -17,16 +17,19 @@ from .runtime import generator
 from .validation import (
     as_tensor,
     check_device,
+    check_dtype,
     check_finite,
     check_float,
     check_int,
-    check_labels_pm1,
     check_sequence,
+    check_square,
+    check_values_in,
+    describe,
 )
 
 
 class HopfieldRun(NamedTuple):
-    """Outcome of run_async: final states, optional snapshots and energies, and convergence."""
+    """Outcome of run_async: final states, optional snapshots and energies, and convergence (Chapter 1)."""
 
     states: torch.Tensor
     trajectory: torch.Tensor | None
@@ -42,50 +45,39 @@ def sign_pm1(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x >= 0, 1.0, -1.0).to(x.dtype if x.is_floating_point() else torch.float32)
 
 
-def _check_pm1(name: str, value, *, batched: bool = False) -> torch.Tensor:
-    """A ±1 float tensor of shape (rows, n); a single (n,) row is accepted when batched."""
+def _signs(name: str, value, *, batched: bool = False) -> tuple[torch.Tensor, bool]:
+    """A non-empty ±1 tensor of shape (rows, n) as floats, and whether a single (n,) row was given.
+
+    A single row is accepted (and made a batch of one) only when ``batched``.
+    """
     tensor = as_tensor(name, value)
-    if batched and tensor.dim() == 1:
-        tensor = tensor[None]
-    if tensor.dim() != 2:
+    single = batched and tensor.dim() == 1
+    tensor = tensor[None] if single else tensor
+    if tensor.dim() != 2 or tensor.numel() == 0:
         expected = "(batch, n) or (n,)" if batched else "(num_patterns, n)"
-        raise ValueError(f"{name} must have shape {expected}, got shape {tuple(tensor.shape)}")
-    if tensor.numel() == 0:
-        raise ValueError(f"{name} must not be empty, got shape {tuple(tensor.shape)}")
-    check_labels_pm1(name, tensor)
-    return tensor if tensor.is_floating_point() else tensor.to(torch.float32)
+        raise ValueError(f"{name} must be a non-empty tensor of shape {expected}, got {describe(tensor)}")
+    check_values_in(name, tensor, (-1, 1))
+    return (tensor if tensor.is_floating_point() else tensor.to(torch.float32)), single
 
 
-def _check_weights(W) -> torch.Tensor:
-    W = as_tensor("W", W, ndim=2)
-    if W.shape[0] != W.shape[1]:
-        raise ValueError(f"W must be square (n, n), got shape {tuple(W.shape)}")
-    W = W if W.is_floating_point() else W.to(torch.float32)
-    return check_finite("W", W)
-
-
-def _check_states_for(W: torch.Tensor, states, name: str = "states") -> tuple[torch.Tensor, bool]:
-    """Batched ±1 states matching W; also says whether a single (n,) state was given."""
-    states = as_tensor(name, states)
-    single = states.dim() == 1
-    states = _check_pm1(name, states, batched=True)
-    if states.shape[1] != W.shape[0]:
-        raise ValueError(f"{name} must have {W.shape[0]} columns to match W, got {states.shape[1]}")
-    return states.to(dtype=W.dtype, device=W.device), single
-
-
-def _check_bias(W: torch.Tensor, bias) -> torch.Tensor:
+def _network(W, states, bias=None, states_name: str = "states"):
+    """Checked (W, states, single, bias): W square and finite, states ±1 rows of W's size, bias (n,)."""
+    W = check_finite("W", check_square("W", W))
+    n = W.shape[0]
+    states, single = _signs(states_name, states, batched=True)
+    if states.shape[1] != n:
+        raise ValueError(f"{states_name} must have {n} columns to match W, got {states.shape[1]}")
     if bias is None:
-        return torch.zeros(W.shape[0], dtype=W.dtype, device=W.device)
-    bias = as_tensor("bias", bias, ndim=1)
-    if bias.shape[0] != W.shape[0]:
-        raise ValueError(f"bias must have {W.shape[0]} entries to match W, got {bias.shape[0]}")
-    return check_finite("bias", bias.to(dtype=W.dtype, device=W.device))
+        bias = torch.zeros(n, dtype=W.dtype, device=W.device)
+    else:
+        bias = check_finite("bias", as_tensor("bias", bias, shape=(n,), floating=True))
+    return (W, states.to(dtype=W.dtype, device=W.device), single,
+            bias.to(dtype=W.dtype, device=W.device))
 
 
 def hebbian_weights(patterns) -> torch.Tensor:
     """Hebb's outer-product rule W = patterns^T patterns / n with zero diagonal (Chapter 1)."""
-    patterns = _check_pm1("patterns", patterns)
+    patterns, _ = _signs("patterns", patterns)
     n = patterns.shape[1]
     W = patterns.T @ patterns / n
     # No self-coupling: a neuron must not reinforce its own current state.
@@ -95,9 +87,7 @@ def hebbian_weights(patterns) -> torch.Tensor:
 
 def energy(W, states, bias=None) -> torch.Tensor:
     """Hopfield energy H = -1/2 x^T W x + b.x of each state, shape (batch,) (Chapter 1)."""
-    W = _check_weights(W)
-    states, single = _check_states_for(W, states)
-    bias = _check_bias(W, bias)
+    W, states, single, bias = _network(W, states, bias)
     values = -0.5 * ((states @ W) * states).sum(dim=1) + states @ bias
     return values[0] if single else values
 
@@ -110,14 +100,13 @@ def run_async(W, states, *, sweeps: int = 10, seed: int = 0, record_every: int |
     diagonal the energy never increases.
     Stops early after a sweep that changes no state. Snapshots every ``record_every``
     single-neuron updates (the initial state included) when record_every is given.
+    The same run as run_async_reference, the plain loop, in two kernels per update.
     """
-    W = _check_weights(W)
-    states, _ = _check_states_for(W, states)
+    W, states, _, bias = _network(W, states, bias)
     sweeps = check_int("sweeps", sweeps, minimum=0)
     seed = check_int("seed", seed, minimum=0)
     if record_every is not None:
         record_every = check_int("record_every", record_every, minimum=1)
-    bias = _check_bias(W, bias)
 
     n = W.shape[0]
     rng = generator(seed)
@@ -156,15 +145,38 @@ def run_async(W, states, *, sweeps: int = 10, seed: int = 0, record_every: int |
     return HopfieldRun(final, trajectory, energies, sweeps_done, converged)
 
 
+def run_async_reference(W, states, *, sweeps: int = 10, seed: int = 0, bias=None) -> HopfieldRun:
+    """The textbook loop behind run_async, one neuron at a time (Chapter 1): slower, same result.
+
+    Visits the neurons in the same random orders as run_async with the same seed; records nothing.
+    """
+    W, states, _, bias = _network(W, states, bias)
+    sweeps = check_int("sweeps", sweeps, minimum=0)
+    seed = check_int("seed", seed, minimum=0)
+
+    rng = generator(seed)
+    x = states.clone()                                    # (batch, n)
+    converged = torch.zeros(len(x), dtype=torch.bool, device=x.device)
+    sweeps_done = 0
+    for _ in range(sweeps):
+        before = x.clone()
+        for i in torch.randperm(W.shape[0], generator=rng).tolist():
+            field = x @ W[i] - bias[i]                    # (batch,): local field h_i of every state
+            x[:, i] = torch.where(field >= 0, 1.0, -1.0)  # sign(0) = +1
+        sweeps_done += 1
+        converged = torch.all(x == before, dim=1)
+        if bool(converged.all()):
+            break
+    return HopfieldRun(x, None, None, sweeps_done, converged)
+
+
 def run_sync(W, states, *, steps: int = 20, bias=None) -> torch.Tensor:
     """Synchronous dynamics (all neurons at once), which can fall into 2-cycles (Chapter 1).
 
     Returns the states after 0..steps updates, shape (steps + 1, batch, n).
     """
-    W = _check_weights(W)
-    states, _ = _check_states_for(W, states)
+    W, states, _, bias = _network(W, states, bias)
     steps = check_int("steps", steps, minimum=0)
-    bias = _check_bias(W, bias)
     history = [states]
     for _ in range(steps):
         history.append(sign_pm1(history[-1] @ W.T - bias))
@@ -203,9 +215,7 @@ def overlap_matrix(a, b) -> torch.Tensor:
 
 def corrupt(patterns, flip_prob: float, *, seed: int = 0) -> torch.Tensor:
     """Flip each bit of ±1 patterns independently with probability flip_prob (Chapter 1)."""
-    patterns = as_tensor("patterns", patterns)
-    single = patterns.dim() == 1
-    patterns = _check_pm1("patterns", patterns, batched=True)
+    patterns, single = _signs("patterns", patterns, batched=True)
     flip_prob = check_float("flip_prob", flip_prob, low=0.0, high=1.0)
     seed = check_int("seed", seed, minimum=0)
     flips = torch.rand(patterns.shape, generator=generator(seed), dtype=torch.float64) < flip_prob
@@ -215,15 +225,14 @@ def corrupt(patterns, flip_prob: float, *, seed: int = 0) -> torch.Tensor:
 
 def one_step_flip_fraction(W, patterns) -> float:
     """Fraction of the stored bits that one synchronous update flips (crosstalk errors) (Chapter 1)."""
-    W = _check_weights(W)
-    patterns, _ = _check_states_for(W, patterns, "patterns")
+    W, patterns, _, _ = _network(W, patterns, states_name="patterns")
     return float((sign_pm1(patterns @ W.T) != patterns).to(torch.float64).mean())
 
 
 def flip_probability(alpha):
     """One-step bit-error probability 1/2 erfc(1/sqrt(2 alpha)) at load alpha = s/n (Chapter 1).
 
-    Crosstalk is ~N(0, alpha); errata E3: the source's integral misses its normalisation.
+    The crosstalk is approximately N(0, alpha) and the bit flips when it is below -1.
     """
     from scipy.special import erfc
 
@@ -237,18 +246,32 @@ def flip_probability(alpha):
     return 0.0 if alpha == 0 else float(0.5 * erfc(1.0 / math.sqrt(2.0 * alpha)))
 
 
-def capacity_curve(n: int = 500, alphas=(0.05, 0.10, 0.12, 0.138, 0.16, 0.20, 0.25), *,
-                   seeds=(0,), sweeps: int = 20, device="cpu") -> dict:
-    """Recall of random patterns against load alpha = s/n, started at each stored pattern (Chapter 1).
+class CapacityCurve(NamedTuple):
+    """Recall against load, one entry per load, averaged over seeds (Chapter 1).
 
-    Returns numpy arrays: alpha (the load simulated, round(alpha n)/n), num_patterns,
-    flip_fraction, flip_theory, final_overlap and perfect_recall, averaged over seeds.
+    alpha is the load simulated, round(alpha n)/n; flip_fraction is the fraction of stored bits
+    one update flips (flip_theory its Gaussian prediction); final_overlap the mean overlap of the
+    state the dynamics settle in with the pattern they started from; perfect_recall the fraction
+    of patterns that the dynamics, started at the pattern, leave exactly unchanged.
     """
+
+    alpha: np.ndarray
+    num_patterns: np.ndarray
+    flip_fraction: np.ndarray
+    flip_theory: np.ndarray
+    final_overlap: np.ndarray
+    perfect_recall: np.ndarray
+
+
+def capacity_curve(n: int = 500, alphas=(0.05, 0.10, 0.12, 0.138, 0.16, 0.20, 0.25), *,
+                   seeds=(0,), sweeps: int = 20, device="cpu",
+                   dtype: torch.dtype = torch.float32) -> CapacityCurve:
+    """Recall of random patterns against load alpha = s/n, started at each stored pattern (Chapter 1)."""
     n = check_int("n", n, minimum=2)
     alphas = check_sequence("alphas", alphas, check_float, low=0.0, low_open=True)
     seeds = check_sequence("seeds", seeds, check_int, minimum=0)
     sweeps = check_int("sweeps", sweeps, minimum=1)
-    device = check_device("device", device)
+    device, dtype = check_device("device", device), check_dtype("dtype", dtype)
     if len(alphas) > 1000:
         raise ValueError(f"alphas must hold at most 1000 loads, got {len(alphas)}")
 
@@ -258,30 +281,29 @@ def capacity_curve(n: int = 500, alphas=(0.05, 0.10, 0.12, 0.138, 0.16, 0.20, 0.
         for col, count in enumerate(num_patterns.tolist()):
             # An independent, reproducible stream for every (seed, load) pair.
             run_seed = seed * 1000 + col
-            patterns = random_sign_patterns(count, n, seed=run_seed, device=device)
+            patterns = random_sign_patterns(count, n, seed=run_seed, device=device, dtype=dtype)
             W = hebbian_weights(patterns)
             flip[row, col] = one_step_flip_fraction(W, patterns)
             final = run_async(W, patterns, sweeps=sweeps, seed=run_seed).states
             final_overlap[row, col] = float(overlap(final, patterns).mean())
             perfect[row, col] = float(torch.all(final == patterns, dim=1).to(torch.float64).mean())
     loads = num_patterns / n
-    return {"alpha": loads, "num_patterns": num_patterns, "flip_fraction": flip.mean(0),
-            "flip_theory": flip_probability(loads), "final_overlap": final_overlap.mean(0),
-            "perfect_recall": perfect.mean(0)}
+    return CapacityCurve(loads, num_patterns, flip.mean(0), flip_probability(loads),
+                         final_overlap.mean(0), perfect.mean(0))
 
 
-def estimate_capacity(curve: dict, level: float = 0.9) -> float:
+def estimate_capacity(curve: CapacityCurve, level: float = 0.9) -> float:
     """Load at which the final overlap of capacity_curve first falls below level (Chapter 1).
 
     Linear interpolation between the two bracketing loads.
     """
-    if not isinstance(curve, dict) or "alpha" not in curve or "final_overlap" not in curve:
-        raise TypeError("curve must be the dict returned by capacity_curve, with 'alpha' and 'final_overlap'")
+    if not isinstance(curve, CapacityCurve):
+        raise TypeError(f"curve must be the CapacityCurve returned by capacity_curve, got {describe(curve)}")
     level = check_float("level", level, low=-1.0, high=1.0)
-    alphas = np.asarray(curve["alpha"], dtype=np.float64)
-    overlaps = np.asarray(curve["final_overlap"], dtype=np.float64)
+    alphas = np.asarray(curve.alpha, dtype=np.float64)
+    overlaps = np.asarray(curve.final_overlap, dtype=np.float64)
     if alphas.shape != overlaps.shape or alphas.ndim != 1 or len(alphas) == 0:
-        raise ValueError("curve must hold 'alpha' and 'final_overlap' arrays of the same length")
+        raise ValueError("curve must hold alpha and final_overlap arrays of the same length")
     below = np.flatnonzero(overlaps < level)
     if len(below) == 0:
         raise ValueError(f"the curve never falls below level={level}; extend alphas to larger loads")
@@ -295,7 +317,7 @@ def estimate_capacity(curve: dict, level: float = 0.9) -> float:
 
 def mixture_state(patterns, indices=(0, 1, 2)) -> torch.Tensor:
     """Spurious mixture state sign(x_a + x_b + x_c + ...) of an odd number of patterns (Chapter 1)."""
-    patterns = _check_pm1("patterns", patterns)
+    patterns, _ = _signs("patterns", patterns)
     indices = check_sequence("indices", indices, check_int, minimum=0,
                               maximum=len(patterns) - 1)
     if len(indices) % 2 == 0 or len(set(indices)) != len(indices):
@@ -305,11 +327,13 @@ def mixture_state(patterns, indices=(0, 1, 2)) -> torch.Tensor:
 
 
 def modern_retrieve(patterns, queries, beta: float = 1.0) -> torch.Tensor:
-    """One modern (continuous) Hopfield step xi <- X^T softmax(beta X xi), then sign (Chapter 1).
+    """One modern Hopfield step xi <- sign(X^T softmax(beta X xi)), back to ±1 states (Chapter 1).
 
-    This is one attention step with the patterns as keys and values; queries are (batch, n) or (n,).
+    Without the sign this is one attention step with the patterns as keys and values; the sign
+    rounds the softmax-weighted average of the patterns to a binary state. queries are
+    (batch, n) or (n,).
     """
-    patterns = _check_pm1("patterns", patterns)
+    patterns, _ = _signs("patterns", patterns)
     queries = as_tensor("queries", queries)
     single = queries.dim() == 1
     if queries.dim() == 1:
@@ -324,10 +348,17 @@ def modern_retrieve(patterns, queries, beta: float = 1.0) -> torch.Tensor:
     return retrieved[0] if single else retrieved
 
 
-def exact_recall_capacity(n: int) -> tuple[float, float]:
+class ExactRecallCapacity(NamedTuple):
+    """Numbers of patterns recalled exactly: each one with high probability, or all at once (Chapter 1)."""
+
+    per_pattern: float
+    all_patterns: float
+
+
+def exact_recall_capacity(n: int) -> ExactRecallCapacity:
     """Exact-recall capacity (Chapter 1; McEliece et al. 1987): n/(2 ln n) each, n/(4 ln n) all.
 
-    Errata E4: the source's n/(2 log2 n) is wrong.
+    The logarithm is natural; the source's n/(2 log2 n) is wrong.
     """
     n = check_int("n", n, minimum=2)
-    return n / (2 * math.log(n)), n / (4 * math.log(n))
+    return ExactRecallCapacity(n / (2 * math.log(n)), n / (4 * math.log(n)))

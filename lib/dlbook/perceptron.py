@@ -1,4 +1,9 @@
-"""Rosenblatt's perceptron, margins, Novikoff's mistake bound and an exact separability test (Chapter 1)."""
+"""Rosenblatt's perceptron, margins, Novikoff's mistake bound and an exact separability test (Chapter 1).
+
+Points X are (N, d) floating tensors (integer tensors are converted to the default
+float dtype) and labels y hold -1 and +1. The perceptron works in X's dtype; the
+bound and the linear program work in float64.
+"""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -18,7 +23,7 @@ from .validation import (
 
 
 class PerceptronResult(NamedTuple):
-    """Outcome of train_perceptron: the separator, how many updates and epochs it took, and its path."""
+    """Outcome of train_perceptron: the separator, how many updates and epochs it took, and its path (Chapter 1)."""
 
     w: torch.Tensor
     b: torch.Tensor
@@ -30,7 +35,7 @@ class PerceptronResult(NamedTuple):
 
 
 def _check_points(X, y) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate a design matrix and its ±1 labels; return them as floats of one dtype."""
+    """A design matrix and its ±1 labels, as floats of one dtype (integers converted, not truncated)."""
     X = as_tensor("X", X, ndim=2)
     if not X.is_floating_point():
         X = X.to(torch.get_default_dtype())
@@ -66,6 +71,7 @@ def train_perceptron(X, y, *, lr: float = 1.0, max_epochs: int = 1000, bias: boo
 
     A point is a mistake when y (w.x + b) <= 0; the update is w += lr y x, b += lr y.
     ``history`` holds (w, b) on the CPU after each of the first ``max_history`` updates.
+    Equal to train_perceptron_reference, the plain loop, but the Python loop runs once per update.
     """
     X, y = _check_points(X, y)
     lr = check_float("lr", lr, low=0.0, low_open=True)
@@ -110,6 +116,36 @@ def train_perceptron(X, y, *, lr: float = 1.0, max_epochs: int = 1000, bias: boo
     return PerceptronResult(w, b, num_updates, epoch, converged, mistake_counts, history)
 
 
+def train_perceptron_reference(X, y, *, lr: float = 1.0, max_epochs: int = 1000, bias: bool = True,
+                               max_history: int = 2000) -> PerceptronResult:
+    """The textbook loop behind train_perceptron, one point at a time (Chapter 1): slower, same result."""
+    X, y = _check_points(X, y)
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    max_epochs = check_int("max_epochs", max_epochs, minimum=1)
+    bias = check_bool("bias", bias)
+    max_history = check_int("max_history", max_history, minimum=0)
+
+    w = torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
+    b = torch.zeros((), dtype=X.dtype, device=X.device)
+    mistake_counts = torch.zeros(len(X), dtype=torch.int64, device=X.device)
+    history, converged = [], False
+    for epoch in range(1, max_epochs + 1):
+        mistakes = 0
+        for i in range(len(X)):
+            if y[i] * (X[i] @ w + b) <= 0:          # a point on the boundary is a mistake too
+                w = w + lr * y[i] * X[i]
+                if bias:
+                    b = b + lr * y[i]
+                mistake_counts[i] += 1
+                mistakes += 1
+                if len(history) < max_history:
+                    history.append((w.detach().cpu().clone(), b.detach().cpu().clone()))
+        if mistakes == 0:
+            converged = True
+            break
+    return PerceptronResult(w, b, int(mistake_counts.sum()), epoch, converged, mistake_counts, history)
+
+
 def signed_margins(X, y, w, b=0.0) -> torch.Tensor:
     """Signed distance y (w.x + b) / ||w|| of each point to the hyperplane; > 0 iff correct (Chapter 1)."""
     X, y = _check_points(X, y)
@@ -126,7 +162,7 @@ def novikoff_bound(X, y, w_star, b_star=0.0, *, bias: bool = True) -> float:
     """Novikoff's bound (R/gamma)^2 on the perceptron's number of updates (Chapter 1).
 
     With bias, x is augmented to (x, 1) and (w_star, b_star) normalised jointly. The
-    bound is *at most* floor(R^2/gamma^2) updates (errata E1: not "less than").
+    bound is *at most* floor(R^2/gamma^2) updates (not "fewer than").
     """
     X, y = _check_points(X, y)
     bias = check_bool("bias", bias)

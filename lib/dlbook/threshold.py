@@ -1,20 +1,24 @@
 """McCulloch–Pitts threshold units and the Boolean functions they compute (Chapter 1).
 
 A unit with binary inputs x, synapse signs sigma (+1 excitatory, -1 inhibitory,
-0 for no synapse) and threshold theta outputs 1{sigma . x >= theta}.
+0 for no synapse) and threshold theta outputs 1{sigma . x >= theta}. Truth tables
+list the outputs on the rows of ``data.hypercube(n, encoding="01")`` (00, 01, 10, 11
+for two inputs). Outputs keep the floating dtype of the inputs (float32 for integer
+inputs); the enumeration works in float64, where every sum is exact.
 """
 from __future__ import annotations
 
 import torch
 
-from .validation import as_tensor, check_device, check_float, check_int
+from .data import hypercube
+from .validation import as_tensor, check_float, check_int, check_values_in
 
 _NAMES_IN_ORDER = (
     "FALSE", "AND", "x1 AND NOT x2", "x1", "NOT x1 AND x2", "x2", "XOR", "OR",
     "NOR", "XNOR", "NOT x2", "x1 OR NOT x2", "NOT x1", "NOT x1 OR x2", "NAND", "TRUE",
 )
 #: Names of the 16 two-input Boolean functions, keyed by their truth table
-#: (outputs on the inputs 00, 01, 10, 11, the order of truth_table_inputs(2)).
+#: (outputs on the inputs 00, 01, 10, 11, the rows of data.hypercube(2)).
 #: Function k of the list has the 4-bit binary expansion of k as its table.
 NAMES_2D: dict[tuple[int, ...], str] = {
     tuple((k >> (3 - bit)) & 1 for bit in range(4)): name
@@ -27,23 +31,11 @@ MAX_INPUTS = 8
 _MAX_TABLE_ENTRIES = 5 * 10**7
 
 
-def truth_table_inputs(n: int, device="cpu", *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """All 2**n binary inputs as rows, row i being i in binary, most significant bit first (Chapter 1)."""
-    n = check_int("n", n, minimum=1, maximum=20)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    device = check_device("device", device)
-    rows = torch.arange(2**n, device=device)
-    shifts = torch.arange(n - 1, -1, -1, device=device)
-    return ((rows[:, None] >> shifts) & 1).to(dtype)
-
-
-def _check_binary_inputs(name: str, x) -> torch.Tensor:
+def _binary_inputs(name: str, x) -> torch.Tensor:
     x = as_tensor(name, x)
     if x.dim() not in (1, 2):
         raise ValueError(f"{name} must have shape (n,) or (batch, n), got shape {tuple(x.shape)}")
-    if not torch.all((x == 0) | (x == 1)):
-        raise ValueError(f"{name} must contain only 0 and 1 (McCulloch-Pitts inputs are binary)")
+    check_values_in(name, x, (0, 1))         # McCulloch-Pitts inputs are binary
     return x if x.is_floating_point() else x.to(torch.float32)
 
 
@@ -52,11 +44,9 @@ def mcculloch_pitts(x, signs, threshold: float) -> torch.Tensor:
 
     x is (n,) or (batch, n) of 0/1; signs holds -1, 0 or +1; returns 0/1 in x's float dtype.
     """
-    x = _check_binary_inputs("x", x)
+    x = _binary_inputs("x", x)
     signs = as_tensor("signs", signs, ndim=1)
-    if not torch.all((signs == -1) | (signs == 0) | (signs == 1)):
-        raise ValueError("signs must contain only -1 (inhibitory), 0 (no synapse) or +1 (excitatory), "
-                         f"got {signs.tolist()}")
+    check_values_in("signs", signs, (-1, 0, 1))   # inhibitory, no synapse, excitatory
     if signs.shape[0] != x.shape[-1]:
         raise ValueError(f"signs must have one entry per input: x has {x.shape[-1]} inputs, "
                          f"signs has {signs.shape[0]}")
@@ -68,7 +58,7 @@ def mcculloch_pitts(x, signs, threshold: float) -> torch.Tensor:
 def realizable_functions(n: int, weight_values=(-1, 1)) -> set[tuple[int, ...]]:
     """Truth tables computable by ONE threshold unit with weights from weight_values (Chapter 1).
 
-    Each table lists the outputs on truth_table_inputs(n); any real threshold is allowed.
+    Each table lists the outputs on the rows of data.hypercube(n); any real threshold is allowed.
     """
     n = check_int("n", n, minimum=1, maximum=MAX_INPUTS)
     if isinstance(weight_values, (str, bytes)) or not hasattr(weight_values, "__iter__"):
@@ -83,7 +73,7 @@ def realizable_functions(n: int, weight_values=(-1, 1)) -> set[tuple[int, ...]]:
         raise ValueError(f"n={n} with {len(values)} weight_values is too many to enumerate; "
                          "use fewer inputs or fewer weight values")
 
-    inputs = truth_table_inputs(n, dtype=torch.float64)                      # (2^n, n)
+    inputs = hypercube(n, encoding="01", dtype=torch.float64)              # (2^n, n)
     weights = torch.cartesian_prod(*[values] * n).reshape(-1, n)            # (k^n, n)
     sums = weights @ inputs.T                                               # (k^n, 2^n)
     # Only thresholds at an attained sum matter (output changes only there),
@@ -98,7 +88,7 @@ def xor_network(x) -> torch.Tensor:
 
     x is (2,) or (batch, 2) of 0/1; returns 0/1.
     """
-    x = _check_binary_inputs("x", x)
+    x = _binary_inputs("x", x)
     if x.shape[-1] != 2:
         raise ValueError(f"x must have 2 inputs per row, got shape {tuple(x.shape)}")
     either = mcculloch_pitts(x, [1, 1], 1)        # OR
@@ -120,5 +110,5 @@ def function_name(table) -> str:
     return NAMES_2D[table]
 
 
-__all__ = ["NAMES_2D", "truth_table_inputs", "mcculloch_pitts", "realizable_functions",
+__all__ = ["NAMES_2D", "mcculloch_pitts", "realizable_functions",
            "xor_network", "function_name"]

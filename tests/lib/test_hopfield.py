@@ -82,6 +82,42 @@ def test_run_async_snapshot_spacing_and_seed():
     assert torch.equal(run.states, again.states)
 
 
+def _assert_same_run(W, start, **kwargs):
+    fast = hopfield.run_async(W, start, **kwargs)
+    slow = hopfield.run_async_reference(W, start, **kwargs)
+    assert torch.equal(fast.states, slow.states)
+    assert fast.sweeps_done == slow.sweeps_done and torch.equal(fast.converged, slow.converged)
+    return fast
+
+
+@pytest.mark.parametrize("n, num_patterns, flip_prob", [(128, 10, 0.2), (64, 20, 0.3), (200, 30, 0.4)])
+def test_run_async_equals_the_reference_loop(n, num_patterns, flip_prob):
+    """With n a power of 2 every field is exact, so the two loops must agree bit for bit."""
+    patterns = random_sign_patterns(num_patterns, n, seed=n, dtype=torch.float64)
+    start = hopfield.corrupt(patterns[:5], flip_prob, seed=1)
+    W = hopfield.hebbian_weights(patterns)
+    if n & (n - 1):     # not a power of 2: the integer couplings n W keep the fields exact
+        W = (patterns.T @ patterns).fill_diagonal_(0)
+    run = _assert_same_run(W, start, sweeps=8, seed=3)
+    assert run.sweeps_done >= 2                       # several sweeps, not a trivial comparison
+    # With a bias, zero fields (sign(0) = +1) and a single state.
+    bias = torch.round(4 * torch.randn(n, generator=torch.Generator().manual_seed(5), dtype=torch.float64)) / n
+    _assert_same_run(W, start, sweeps=8, seed=4, bias=bias)
+    _assert_same_run(W, start[0], sweeps=3, seed=0)
+    _assert_same_run(W, start, sweeps=0)
+
+
+def test_reference_loop_by_hand():
+    """Two neurons coupled negatively: one asynchronous sweep settles into opposite signs."""
+    W = torch.tensor([[0.0, -1.0], [-1.0, 0.0]])
+    run = hopfield.run_async_reference(W, torch.tensor([[1.0, 1.0]]), sweeps=5, seed=0)
+    assert run.states.abs().tolist() == [[1.0, 1.0]] and float(run.states.sum()) == 0.0
+    assert bool(run.converged.all()) and run.sweeps_done == 2
+    # A zero field turns a unit to +1 (sign(0) = +1): an uncoupled unit with no bias.
+    run = hopfield.run_async_reference(torch.zeros(3, 3), torch.tensor([[-1.0, 1.0, -1.0]]), sweeps=2)
+    assert run.states.tolist() == [[1.0, 1.0, 1.0]]
+
+
 def test_stored_patterns_and_their_negatives_are_fixed_points_at_low_load():
     patterns = random_sign_patterns(25, 500, seed=9)    # alpha = 0.05
     W = hopfield.hebbian_weights(patterns)
@@ -101,7 +137,8 @@ def test_run_sync_shape_and_two_cycle():
     assert hopfield.run_async(W, torch.tensor([[1.0, 1.0]]), sweeps=5).converged.all()
 
 
-@pytest.mark.parametrize("function", [hopfield.energy, hopfield.run_async, hopfield.run_sync])
+@pytest.mark.parametrize("function", [hopfield.energy, hopfield.run_async, hopfield.run_async_reference,
+                                      hopfield.run_sync])
 def test_dynamics_reject_bad_arguments(function):
     W = hopfield.hebbian_weights(random_sign_patterns(3, 10))
     states = random_sign_patterns(2, 10, seed=1)
@@ -119,19 +156,27 @@ def test_dynamics_reject_bad_arguments(function):
         function(W, torch.ones(2, 2, 10))
     with pytest.raises(ValueError, match="bias"):
         function(W, states, bias=torch.zeros(3))
+    with pytest.raises(TypeError, match="bias"):
+        function(W, states, bias=torch.zeros(10, dtype=torch.int64))
+    with pytest.raises(TypeError, match="W"):
+        function(W.to(torch.int64), states)
+    with pytest.raises(ValueError, match="states"):
+        function(W, torch.ones(0, 10))
 
 
-@pytest.mark.parametrize("kwargs, error, name", [
-    ({"sweeps": -1}, ValueError, "sweeps"),
-    ({"sweeps": 1.0}, TypeError, "sweeps"),
-    ({"seed": -1}, ValueError, "seed"),
-    ({"record_every": 0}, ValueError, "record_every"),
-    ({"record_every": "1"}, TypeError, "record_every"),
-])
-def test_run_async_rejects_bad_options(kwargs, error, name):
+BAD_RUN_OPTIONS = [({"sweeps": -1}, ValueError, "sweeps"), ({"sweeps": 1.0}, TypeError, "sweeps"),
+                   ({"seed": -1}, ValueError, "seed")]
+BAD_RECORDING = [({"record_every": 0}, ValueError, "record_every"),
+                 ({"record_every": "1"}, TypeError, "record_every")]
+
+
+@pytest.mark.parametrize("run, kwargs, error, name",
+                         [(hopfield.run_async, *row) for row in BAD_RUN_OPTIONS + BAD_RECORDING]
+                         + [(hopfield.run_async_reference, *row) for row in BAD_RUN_OPTIONS])
+def test_run_async_rejects_bad_options(run, kwargs, error, name):
     W = hopfield.hebbian_weights(random_sign_patterns(3, 10))
     with pytest.raises(error, match=name):
-        hopfield.run_async(W, random_sign_patterns(2, 10), **kwargs)
+        run(W, random_sign_patterns(2, 10), **kwargs)
 
 
 def test_run_sync_rejects_bad_steps():
@@ -238,37 +283,53 @@ def test_one_step_flip_fraction_rejects_bad_arguments():
 
 
 def test_capacity_curve_shows_the_phase_transition(curve):
-    assert set(curve) == {"alpha", "num_patterns", "flip_fraction", "flip_theory",
-                          "final_overlap", "perfect_recall"}
-    assert curve["num_patterns"].tolist() == [25, 50, 60, 69, 80, 100, 125]
-    low, high = curve["alpha"] <= 0.12, curve["alpha"] >= 0.20
-    assert np.all(curve["final_overlap"][low] >= 0.95)
-    assert np.all(curve["final_overlap"][high] <= 0.75)
-    assert curve["perfect_recall"][0] == 1.0 and curve["perfect_recall"][-1] == 0.0
-    assert np.allclose(curve["flip_theory"], hopfield.flip_probability(curve["alpha"]))
+    assert isinstance(curve, hopfield.CapacityCurve)
+    assert curve.num_patterns.tolist() == [25, 50, 60, 69, 80, 100, 125]
+    low, high = curve.alpha <= 0.12, curve.alpha >= 0.20
+    assert np.all(curve.final_overlap[low] >= 0.95)
+    assert np.all(curve.final_overlap[high] <= 0.75)
+    assert curve.perfect_recall[0] == 1.0 and curve.perfect_recall[-1] == 0.0
+    assert np.allclose(curve.flip_theory, hopfield.flip_probability(curve.alpha))
+
+
+def test_capacity_curve_perfect_recall_is_a_fraction_of_patterns():
+    """perfect_recall counts the patterns the dynamics leave exactly unchanged, checked by hand."""
+    curve = hopfield.capacity_curve(n=200, alphas=(0.05, 0.15), seeds=(2,), sweeps=5)
+    for col, count in enumerate(curve.num_patterns.tolist()):
+        patterns = random_sign_patterns(count, 200, seed=2 * 1000 + col)
+        final = hopfield.run_async(hopfield.hebbian_weights(patterns), patterns, sweeps=5,
+                                   seed=2 * 1000 + col).states
+        assert curve.perfect_recall[col] == float(torch.all(final == patterns, dim=1).double().mean())
 
 
 def test_estimate_capacity_interpolates(curve):
     estimate = hopfield.estimate_capacity(curve, level=0.9)
     assert 0.12 < estimate < 0.2
-    toy = {"alpha": np.array([0.1, 0.2, 0.3]), "final_overlap": np.array([1.0, 0.8, 0.4])}
+    toy = _toy_curve([0.1, 0.2, 0.3], [1.0, 0.8, 0.4])
     assert hopfield.estimate_capacity(toy, level=0.9) == pytest.approx(0.15)
     assert hopfield.estimate_capacity(toy, level=0.6) == pytest.approx(0.25)
 
 
+def _toy_curve(alphas, overlaps):
+    alphas, overlaps = np.array(alphas), np.array(overlaps)
+    return hopfield.CapacityCurve(alphas, alphas * 100, 0 * alphas, 0 * alphas, overlaps, 0 * alphas)
+
+
 def test_estimate_capacity_rejects_bad_arguments():
-    toy = {"alpha": np.array([0.1, 0.2]), "final_overlap": np.array([1.0, 0.8])}
+    toy = _toy_curve([0.1, 0.2], [1.0, 0.8])
     with pytest.raises(ValueError, match="level"):
         hopfield.estimate_capacity(toy, level=0.5)       # never falls below
     with pytest.raises(ValueError, match="level"):
         hopfield.estimate_capacity(toy, level=1.0 + 1e-9)
     with pytest.raises(ValueError, match="level"):                  # below at the first load
-        hopfield.estimate_capacity({"alpha": np.array([0.1, 0.2]),
-                                    "final_overlap": np.array([0.7, 0.5])}, level=0.9)
+        hopfield.estimate_capacity(_toy_curve([0.1, 0.2], [0.7, 0.5]), level=0.9)
     with pytest.raises(TypeError, match="curve"):
         hopfield.estimate_capacity([0.1, 0.2])
+    with pytest.raises(TypeError, match="curve"):
+        hopfield.estimate_capacity({"alpha": np.array([0.1, 0.2]), "final_overlap": np.array([1.0, 0.5])})
     with pytest.raises(ValueError, match="curve"):
-        hopfield.estimate_capacity({"alpha": np.array([0.1]), "final_overlap": np.array([1.0, 0.5])})
+        hopfield.estimate_capacity(hopfield.CapacityCurve(*[np.array([0.1])] * 4, np.array([1.0, 0.5]),
+                                                          np.array([0.1])))
 
 
 @pytest.mark.parametrize("kwargs, error, name", [
@@ -280,6 +341,7 @@ def test_estimate_capacity_rejects_bad_arguments():
     ({"seeds": "0"}, TypeError, "seeds"),
     ({"sweeps": 0}, ValueError, "sweeps"),
     ({"device": "nowhere"}, TypeError, "device"),
+    ({"dtype": torch.int64}, TypeError, "dtype"),
 ])
 def test_capacity_curve_rejects_bad_arguments(kwargs, error, name):
     with pytest.raises(error, match=name):
@@ -289,6 +351,7 @@ def test_capacity_curve_rejects_bad_arguments(kwargs, error, name):
 def test_exact_recall_capacity_uses_natural_log():
     each, all_ = hopfield.exact_recall_capacity(1000)
     assert round(each) == 72 and round(all_) == 36
+    assert hopfield.exact_recall_capacity(1000).per_pattern == each
     assert each == pytest.approx(1000 / (2 * math.log(1000)))
     with pytest.raises(ValueError, match="n"):
         hopfield.exact_recall_capacity(1)
@@ -377,5 +440,6 @@ def test_hopfield_on_device_matches_cpu(device):
     assert torch.equal(hopfield.modern_retrieve(patterns.to(device), start.to(device)).cpu(),
                        hopfield.modern_retrieve(patterns, start))
     small = hopfield.capacity_curve(n=128, alphas=(0.05, 0.2), device=device)
-    assert np.allclose(small["final_overlap"],
-                       hopfield.capacity_curve(n=128, alphas=(0.05, 0.2))["final_overlap"])
+    assert np.allclose(small.final_overlap, hopfield.capacity_curve(n=128, alphas=(0.05, 0.2)).final_overlap)
+    assert torch.equal(hopfield.run_async_reference(W.to(device), start.to(device), sweeps=5, seed=5).states.cpu(),
+                       on_cpu.states)

@@ -11,26 +11,6 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
 
 
 
-
-def naive_perceptron(X, y, lr=1.0, max_epochs=1000, bias=True):
-    """The textbook loop, one point at a time: the reference the fast version must match."""
-    w = torch.zeros(X.shape[1], dtype=X.dtype)
-    b = torch.zeros((), dtype=X.dtype)
-    counts = torch.zeros(len(X), dtype=torch.int64)
-    for epoch in range(1, max_epochs + 1):
-        mistakes = 0
-        for i in range(len(X)):
-            if y[i] * (X[i] @ w + b) <= 0:
-                w = w + lr * y[i] * X[i]
-                if bias:
-                    b = b + lr * y[i]
-                counts[i] += 1
-                mistakes += 1
-        if mistakes == 0:
-            return w, b, int(counts.sum()), epoch, True, counts
-    return w, b, int(counts.sum()), max_epochs, False, counts
-
-
 def dyadic_separable(num_points, dim, margin, seed):
     """Separable data on a grid of step 1/64, so every sum the perceptron forms is exact in float64."""
     X, y, w_star, b_star = data.linearly_separable(num_points, dim, margin, seed=seed,
@@ -47,38 +27,55 @@ def random_labels(num_points, dim, seed):
     return X, y
 
 
-def assert_same_as_naive(X, y, **kwargs):
+def assert_same_as_reference(X, y, **kwargs):
+    """The fast path equals the plain loop: weights, counts, epochs and the recorded path."""
     fast = perceptron.train_perceptron(X, y, **kwargs)
-    w, b, num_updates, epochs, converged, counts = naive_perceptron(X, y, **kwargs)
-    assert torch.equal(fast.w, w) and torch.equal(fast.b, b)
-    assert (fast.num_updates, fast.epochs, fast.converged) == (num_updates, epochs, converged)
-    assert torch.equal(fast.mistake_counts, counts)
+    slow = perceptron.train_perceptron_reference(X, y, **kwargs)
+    assert torch.equal(fast.w, slow.w) and torch.equal(fast.b, slow.b)
+    assert (fast.num_updates, fast.epochs, fast.converged) == (slow.num_updates, slow.epochs, slow.converged)
+    assert torch.equal(fast.mistake_counts, slow.mistake_counts)
+    assert len(fast.history) == len(slow.history)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(fast.history, slow.history))
     return fast
+
+
+def test_reference_loop_by_hand():
+    """Two points on a line: the updates the textbook rule makes, worked out on paper."""
+    X = torch.tensor([[1.0], [2.0]])
+    y = torch.tensor([1.0, -1.0])
+    # Sweep 1: point 0 is a mistake at w = 0 (w, b) -> (1, 1); point 1: -(2 + 1) < 0 -> (-1, 0).
+    # Sweep 2: point 0: -1 < 0 -> (0, 1); point 1: -(0 + 1) < 0 -> (-2, 0).
+    # Sweep 3: point 0: -2 < 0 -> (-1, 1); point 1: -(-2 + 1) = 1 > 0. Sweep 4: -1 + 1 = 0 -> (0, 2) ...
+    result = perceptron.train_perceptron_reference(X, y, max_epochs=3)
+    assert [(float(w), float(b)) for w, b in result.history] == [(1, 1), (-1, 0), (0, 1), (-2, 0), (-1, 1)]
+    assert result.mistake_counts.tolist() == [3, 2] and not result.converged and result.epochs == 3
+    assert_same_as_reference(X, y, max_epochs=3)
+    assert_same_as_reference(X, y, max_epochs=100)
 
 
 # --- train_perceptron -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dim, margin, seed", [(2, 0.1, 0), (2, 0.03, 1), (5, 0.1, 2)])
-def test_perceptron_equals_the_naive_loop_on_separable_data(dim, margin, seed):
+def test_perceptron_equals_the_reference_loop_on_separable_data(dim, margin, seed):
     X, y, _, _ = dyadic_separable(150, dim, margin, seed)
-    result = assert_same_as_naive(X, y)
+    result = assert_same_as_reference(X, y)
     assert result.converged
 
 
-def test_perceptron_equals_the_naive_loop_on_random_labels_and_xor():
+def test_perceptron_equals_the_reference_loop_on_random_labels_and_xor():
     X, y = random_labels(40, 3, seed=3)
-    result = assert_same_as_naive(X, y, max_epochs=15)
+    result = assert_same_as_reference(X, y, max_epochs=15)
     assert not result.converged and result.epochs == 15
-    assert_same_as_naive(*data.xor(dtype=torch.float64), max_epochs=50)
-    assert_same_as_naive(X, y, max_epochs=10, bias=False, lr=0.5)
+    assert_same_as_reference(*data.xor(dtype=torch.float64), max_epochs=50)
+    assert_same_as_reference(X, y, max_epochs=10, bias=False, lr=0.5)
 
 
-def test_perceptron_on_generic_floats_matches_the_naive_loop():
+def test_perceptron_on_generic_floats_matches_the_reference_loop():
     X, y, _, _ = data.linearly_separable(200, 3, 0.05, seed=4, dtype=torch.float64)
     fast = perceptron.train_perceptron(X, y)
-    w, b, num_updates, *_ = naive_perceptron(X, y)
-    assert fast.num_updates == num_updates
-    assert torch.allclose(fast.w, w, atol=1e-12) and torch.allclose(fast.b, b, atol=1e-12)
+    slow = perceptron.train_perceptron_reference(X, y)
+    assert fast.num_updates == slow.num_updates
+    assert torch.allclose(fast.w, slow.w, atol=1e-12) and torch.allclose(fast.b, slow.b, atol=1e-12)
 
 
 @pytest.mark.parametrize("num_points, dim, margin", [(200, 2, 0.3), (200, 2, 0.03), (500, 10, 0.1)])
@@ -142,9 +139,10 @@ def test_perceptron_never_converges_on_xor():
     ((torch.zeros(2, 2), torch.ones(2)), {"bias": "no"}, TypeError, "bias"),
     ((torch.zeros(2, 2), torch.ones(2)), {"max_history": -1}, ValueError, "max_history"),
 ])
-def test_train_perceptron_rejects_bad_arguments(args, kwargs, error, name):
+@pytest.mark.parametrize("train", [perceptron.train_perceptron, perceptron.train_perceptron_reference])
+def test_train_perceptron_rejects_bad_arguments(train, args, kwargs, error, name):
     with pytest.raises(error, match=name):
-        perceptron.train_perceptron(*args, **kwargs)
+        train(*args, **kwargs)
 
 
 # --- margins and Novikoff's bound -------------------------------------------------------------

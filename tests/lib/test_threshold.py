@@ -5,33 +5,22 @@ import pytest
 import torch
 
 from dlbook import threshold
+from dlbook.data import hypercube
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device"))]
 
 
-def test_truth_table_inputs_is_binary_counting():
-    table = threshold.truth_table_inputs(3)
-    assert table.shape == (8, 3)
-    assert [tuple(row) for row in table.int().tolist()] == list(itertools.product((0, 1), repeat=3))
-    assert threshold.truth_table_inputs(1).tolist() == [[0], [1]]
-
-
-@pytest.mark.parametrize("n, error", [(0, ValueError), (21, ValueError), (2.0, TypeError), ("2", TypeError)])
-def test_truth_table_inputs_rejects_bad_n(n, error):
-    with pytest.raises(error, match="n"):
-        threshold.truth_table_inputs(n)
-
-
-def test_truth_table_inputs_rejects_bad_device_and_dtype():
-    with pytest.raises(TypeError, match="device"):
-        threshold.truth_table_inputs(2, device="nowhere")
-    with pytest.raises(TypeError, match="dtype"):
-        threshold.truth_table_inputs(2, dtype="int")
+def test_truth_tables_follow_the_rows_of_the_hypercube():
+    """NAMES_2D and realizable_functions list outputs on data.hypercube's rows: 00, 01, 10, 11."""
+    cube = hypercube(3, encoding="01")
+    assert [tuple(row) for row in cube.int().tolist()] == list(itertools.product((0, 1), repeat=3))
+    and_table = tuple(int(v) for v in threshold.mcculloch_pitts(hypercube(2), [1, 1], 2).tolist())
+    assert threshold.NAMES_2D[and_table] == "AND"
 
 
 def test_mcculloch_pitts_and_or():
-    x = threshold.truth_table_inputs(2)
+    x = hypercube(2)
     assert threshold.mcculloch_pitts(x, [1, 1], 2).tolist() == [0, 0, 0, 1]      # AND
     assert threshold.mcculloch_pitts(x, [1, 1], 1).tolist() == [0, 1, 1, 1]      # OR
     assert threshold.mcculloch_pitts(x, [-1, -1], 0).tolist() == [1, 0, 0, 0]    # NOR
@@ -45,6 +34,9 @@ def test_mcculloch_pitts_and_or():
     ((torch.zeros(2, 2, 2), [1, 1], 1), ValueError, "x"),
     (("01", [1, 1], 1), TypeError, "x"),
     (([[0, 1]], [1, 2], 1), ValueError, "signs"),
+    (([[0, 1]], [0.5, 1], 1), ValueError, "signs"),
+    ((torch.tensor([[0.0, 0.5]]), [1, 1], 1), ValueError, "x"),
+    (([[0, 1]], "ab", 1), TypeError, "signs"),
     (([[0, 1]], [1, 1, 1], 1), ValueError, "signs"),
     (([[0, 1]], [[1, 1]], 1), ValueError, "signs"),
     (([[0, 1]], [1, 1], "one"), TypeError, "threshold"),
@@ -92,7 +84,7 @@ def test_realizable_counts_are_exact():
 
 
 def test_realizable_functions_agree_with_the_unit():
-    x = threshold.truth_table_inputs(3)
+    x = hypercube(3)
     for signs in itertools.product((-1, 1), repeat=3):
         for theta in (-3.5, -1, 0, 0.5, 1, 2, 3, 3.5):
             table = tuple(int(v) for v in threshold.mcculloch_pitts(x, list(signs), theta).tolist())
@@ -114,7 +106,7 @@ def test_realizable_functions_rejects_bad_arguments(args, error, name):
 
 
 def test_xor_network():
-    x = threshold.truth_table_inputs(2)
+    x = hypercube(2)
     assert threshold.xor_network(x).tolist() == [0, 1, 1, 0]
     assert threshold.function_name(threshold.xor_network(x)) == "XOR"
     assert float(threshold.xor_network([1, 0])) == 1.0
@@ -131,7 +123,7 @@ def test_xor_network_rejects_bad_arguments():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_threshold_units_on_device(device):
-    x = threshold.truth_table_inputs(2, device=device)
+    x = hypercube(2, device=device)
     assert x.device.type == device
     assert threshold.xor_network(x).cpu().tolist() == [0, 1, 1, 0]
     assert threshold.mcculloch_pitts(x, [1, 1], 2).device.type == device
