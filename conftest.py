@@ -1,27 +1,93 @@
 """Test-suite set-up shared by the unit tests and nbval.
 
 The environment set here is inherited by the kernels nbval starts, so the
-chapters run exactly as in the book build: static figures, strict exercise
-checks, one torch thread. Each chapter's execution time is added up from its
-cells and must stay within the budget of DESIGN.md.
+chapters run exactly as in the book build (tools/executed.ENVIRONMENT):
+static figures, strict exercise checks, one torch thread.
+
+nbval's run of a chapter is the chapter's one execution per test run: the
+hooks below collect each cell's outputs and, when every cell of the chapter
+passed, write the executed notebook to _build/executed/, which the book and
+the student book are then built from without executing again. Each
+chapter's execution time is added up from its cells and must stay within
+the budget of DESIGN.md.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import executed  # noqa: E402  (tools/executed.py)
+
 #: Seconds a chapter may take end to end on one core of a 2-core CPU.
 CHAPTER_BUDGET_S = float(os.environ.get("DLBOOK_CHAPTER_BUDGET_S", "60"))
 TIMINGS_FILE = ROOT / "_build" / "notebook-timings.json"
 
-os.environ.update(DLBOOK_FIGURES="static", DLBOOK_CHECKS="strict", MPLBACKEND="Agg",
-                  PYTHONHASHSEED="0")
+os.environ.update({key: value for key, value in executed.ENVIRONMENT.items()
+                   if key != "DLBOOK_NUM_THREADS"})
 os.environ.setdefault("DLBOOK_NUM_THREADS", "1")
 
 _notebook_seconds: dict[str, float] = defaultdict(float)
+
+
+class _Execution:
+    """Outputs of one chapter's cells as nbval runs them (in the worker that runs the chapter)."""
+
+    def __init__(self):
+        self.outputs: dict[str, list] = {}
+        self.counts: dict[str, int] = {}
+        self.failed = False
+        self.seconds = 0.0
+
+
+_executions: dict[str, _Execution] = defaultdict(_Execution)
+
+
+def _is_chapter_cell(item) -> bool:
+    path = Path(str(getattr(item, "fspath", "")))
+    return path.suffix == ".ipynb" and path.parent == executed.BOOK and hasattr(item, "cell")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each chapter cell's outputs; name the chapter and cell id when a cell times out."""
+    outcome = yield
+    if not _is_chapter_cell(item) or call.when != "call":
+        return
+    report = outcome.get_result()
+    run = _executions[str(item.fspath)]
+    run.seconds += call.duration
+    cell_id = item.cell.get("id")
+    run.outputs[cell_id] = list(item.test_outputs or [])
+    run.counts[cell_id] = len(run.counts) + 1
+    if report.failed:
+        run.failed = True
+        text = str(report.longrepr)
+        if "Timeout" in text or "Timed out" in text or "timed out" in text:
+            report.longrepr = (f"{Path(str(item.fspath)).name}, cell '{cell_id}': no result within "
+                               f"{item.config.option.nbval_cell_timeout} s (the kernel was interrupted; "
+                               f"a hung kernel or a cell far slower than it should be)\n\n{text}")
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After a chapter's last cell, write its executed copy if every cell passed."""
+    if not _is_chapter_cell(item):
+        return
+    if nextitem is not None and getattr(nextitem, "fspath", None) == item.fspath:
+        return
+    path = Path(str(item.fspath))
+    run = _executions.pop(str(item.fspath))
+    target = executed.executed_path(path)
+    target.unlink(missing_ok=True)  # never leave a stale copy behind
+    if not run.failed:
+        executed.write(path, run.outputs, run.counts, run.seconds)
 
 
 def pytest_runtest_logreport(report):

@@ -1,105 +1,136 @@
-"""Build the HTML book (or the student edition of it) with Jupyter Book 1.x.
+"""Build the HTML book, or the student edition of it, with Jupyter Book 1.x.
 
-Usage: python tools/build_book.py [--student]
+Usage: python tools/build_book.py [--student] [--no-execute]
 
-The notebooks are executed through Jupyter Book's cache, which only notices
-changes to a notebook's own code cells. Chapters import dlbook, so the cache
-is wiped whenever lib/, requirements.txt or _config.yml change: a change in
-the package never leaves stale outputs in the book.
+The book is rendered from the executed chapters in _build/executed/
+(tools/executed.py), never by executing inside the build: the test run's
+nbval pass writes them, and this script executes with nbclient only the
+chapters whose executed copy is missing or out of date (the copy records a
+hash of the chapter, lib/, the pins and _config.yml). ``--no-execute``
+refuses to execute and fails on a missing or stale copy instead (the test
+command uses it, so each chapter runs once per test run).
+
+The sources are staged in _build/stage/<edition>/ with the executed chapters
+and a configuration that turns execution off; the HTML lands in
+_build/html (reference) or _build/student-html (student edition). The
+student edition replaces every solution by its stub and drops the outputs of
+the exercise cells, removes the launch and repository buttons (they would
+open the reference notebooks), and says what a student edition is.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import nbformat
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import executed  # noqa: E402
+
+ROOT = executed.ROOT
 BUILD = ROOT / "_build"
-CACHE = BUILD / ".jupyter_cache"
-STAMP = BUILD / ".inputs-hash"
+STAGE = BUILD / "stage"
+TARGETS = {"reference": BUILD / "html", "student": BUILD / "student-html"}
+#: Files and folders of book/ that are copied as they are (chapters come from _build/executed).
+BOOK_SUFFIXES = (".md", ".bib", ".png", ".svg", ".jpg")
 
 
-def inputs_hash() -> str:
-    """Hash of everything outside a notebook that can change its outputs."""
-    digest = hashlib.sha256()
-    files = sorted((ROOT / "lib").rglob("*.py")) + [ROOT / "requirements.txt", ROOT / "_config.yml"]
-    for path in files:
-        digest.update(str(path.relative_to(ROOT)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+def ensure_executed(allow_execute: bool, jobs: int = 2) -> list[Path]:
+    """The executed copy of every chapter, executing the stale ones if allowed."""
+    stale = [path for path in executed.chapters() if not executed.is_fresh(path)]
+    if stale and not allow_execute:
+        names = ", ".join(path.name for path in stale)
+        raise SystemExit(f"build_book: no up-to-date executed copy of {names} in "
+                         f"{executed.EXECUTED.relative_to(ROOT)} (run the notebooks first, "
+                         f"or build without --no-execute)")
+    if stale:
+        print(f"build_book: executing {len(stale)} chapter(s): {', '.join(p.stem for p in stale)}",
+              flush=True)
+        with ProcessPoolExecutor(max_workers=min(jobs, len(stale))) as pool:
+            for path in pool.map(executed.execute, stale):
+                print(f"build_book: executed {path.name}", flush=True)
+    return [executed.executed_path(path) for path in executed.chapters()]
 
 
-def invalidate_stale_cache() -> None:
-    """Remove the execution cache if the package or the pins changed."""
-    current = inputs_hash()
-    if STAMP.exists() and STAMP.read_text() == current:
-        return
-    if CACHE.exists():
-        print("build_book: lib/ or the pins changed, re-executing every chapter")
-        shutil.rmtree(CACHE)
-    BUILD.mkdir(exist_ok=True)
-    STAMP.write_text(current)
+def staged_config(edition: str) -> dict:
+    """_config.yml for rendering stored outputs; the student edition has no launch buttons."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "off"
+    if edition == "student":
+        config["title"] = f"{config['title']} (student edition)"
+        config.pop("launch_buttons", None)
+        config["html"]["use_repository_button"] = False
+        config["html"]["use_issues_button"] = False
+        config["html"]["use_edit_page_button"] = False
+    return config
 
 
-def book_environment(strict_checks: bool) -> dict:
-    """Environment for the build: static figures, one thread, no display."""
-    env = dict(os.environ, DLBOOK_BOOK_BUILD="1", DLBOOK_FIGURES="static",
-               MPLBACKEND="Agg", PYTHONHASHSEED="0")
-    if strict_checks:
-        env["DLBOOK_CHECKS"] = "strict"
-    else:
-        env.pop("DLBOOK_CHECKS", None)
-    return env
-
-
-def jupyter_book(source: Path, env: dict) -> None:
-    """Run `jupyter-book build` with warnings as errors."""
-    command = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source),
-               "--warningiserror", "--keep-going"]
-    subprocess.run(command, check=True, env=env, cwd=source)
-
-
-def prepare_student_source() -> Path:
-    """Copy the book's sources with every chapter replaced by its student edition."""
-    from dlbook.coursework.student import write_student_editions
-
-    source = BUILD / "student_src"
+def stage(edition: str, chapters: list[Path]) -> Path:
+    """Copy the book's sources with the executed (or student) chapters into _build/stage/<edition>."""
+    source = STAGE / edition
     if source.exists():
         shutil.rmtree(source)
     (source / "book").mkdir(parents=True)
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy(ROOT / name, source / name)
+    (source / "_config.yml").write_text(yaml.safe_dump(staged_config(edition), sort_keys=False))
+    shutil.copy(ROOT / "_toc.yml", source / "_toc.yml")
     (source / "tools").mkdir()
     shutil.copy(ROOT / "tools" / "book_extensions.py", source / "tools")
     for path in (ROOT / "book").iterdir():
-        if path.suffix in (".md", ".bib") or path.is_dir():
-            copy = shutil.copytree if path.is_dir() else shutil.copy
-            copy(path, source / "book" / path.name)
-    write_student_editions(ROOT / "book", source / "book")
+        if path.is_dir():
+            shutil.copytree(path, source / "book" / path.name)
+        elif path.suffix in BOOK_SUFFIXES:
+            shutil.copy(path, source / "book" / path.name)
+    for path in chapters:
+        nb = nbformat.read(path, as_version=4)
+        if edition == "student":
+            from dlbook.coursework.student import student_book_notebook
+
+            nb = student_book_notebook(nb, path.name)
+        nbformat.write(nb, str(source / "book" / path.name))
+    if edition == "student":
+        from dlbook.coursework.student import student_book_page
+
+        for name in ("intro.md", "instructors.md"):
+            page = source / "book" / name
+            page.write_text(student_book_page(page.read_text()))
     return source
+
+
+def jupyter_book(source: Path) -> None:
+    """Run `jupyter-book build` with warnings as errors (nothing is executed)."""
+    env = dict(os.environ, **executed.ENVIRONMENT)
+    command = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source),
+               "--warningiserror", "--keep-going", "--quiet"]
+    subprocess.run(command, check=True, env=env, cwd=source)
+
+
+def build(edition: str, allow_execute: bool) -> Path:
+    chapters = ensure_executed(allow_execute)
+    source = stage(edition, chapters)
+    jupyter_book(source)
+    target = TARGETS[edition]
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source / "_build" / "html", target)
+    return target
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--student", action="store_true",
                         help="build the student edition (solutions replaced by stubs)")
+    parser.add_argument("--no-execute", action="store_true",
+                        help="fail instead of executing chapters whose executed copy is stale")
     args = parser.parse_args(argv)
-    if args.student:
-        source = prepare_student_source()
-        jupyter_book(source, book_environment(strict_checks=False))
-        target = BUILD / "student-html"
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(source / "_build" / "html", target)
-        print(f"build_book: student edition in {target.relative_to(ROOT)}/index.html")
-    else:
-        invalidate_stale_cache()
-        jupyter_book(ROOT, book_environment(strict_checks=True))
-        print(f"build_book: book in {(BUILD / 'html').relative_to(ROOT)}/index.html")
+    edition = "student" if args.student else "reference"
+    target = build(edition, allow_execute=not args.no_execute)
+    print(f"build_book: {edition} edition in {target.relative_to(ROOT)}/index.html")
     return 0
 
 

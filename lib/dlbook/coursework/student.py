@@ -7,11 +7,20 @@ indentation; the tags ``solution`` and ``hide-input`` go (the student must see
 the cell), the cell id and the ``dlbook`` metadata stay (the grader finds the
 cell by them). All outputs and execution counts are cleared; everything else
 is unchanged.
+
+The student HTML book is made from the executed reference chapters by
+:func:`student_book_notebook` (stubs in place of solutions, the outputs of
+exercise and check cells dropped, the rest of the outputs kept), so nothing
+is executed twice. :func:`student_edition_problems` proves, without running
+it, that a student edition runs from top to bottom whenever its reference
+does.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -24,9 +33,20 @@ from .notebook import (
     exercise_cells,
     read_notebook,
     replace_solutions,
+    solution_blocks,
 )
 
 GENERIC_HINT = "replace this line with your code"
+
+#: Sentences that are true of the reference book and false of the student edition, with
+#: their student-edition wording (matched with any whitespace between the words).
+STUDENT_WORDING = {
+    "The reference solutions are in the book, folded away under each exercise; try first.":
+        "This is the student edition: each exercise cell holds a stub for you to fill in, and "
+        "your instructor has the reference solutions.",
+    "(the reference solution is folded away in the book: try first)":
+        "(write your solution in the exercise cell, in place of the stub)",
+}
 
 
 def stub_line(exercise_id: str) -> str:
@@ -98,3 +118,115 @@ def write_student_editions(book_dir, out_dir, chapters=None) -> list[Path]:
         if not paths:
             raise ValueError(f"no chapter notebooks ([0-9][0-9]_*.ipynb) in {book_dir}")
     return [make_student_edition(path, Path(out_dir) / path.name) for path in paths]
+
+
+# ---------------------------------------------------------------------------
+# The student HTML book, from the executed reference chapters
+# ---------------------------------------------------------------------------
+
+def student_wording(markdown: str) -> str:
+    """Markdown with the reference edition's sentences about solutions reworded for students."""
+    for reference, student in STUDENT_WORDING.items():
+        pattern = r"\s+".join(re.escape(word) for word in reference.split())
+        markdown = re.sub(pattern, student.replace("\\", "\\\\"), markdown)
+    return markdown
+
+
+def is_check_cell(cell) -> bool:
+    """A code cell whose code is a call of dlbook.exercises.check."""
+    return cell.get("cell_type") == "code" and "dlbook.exercises.check(" in cell.get("source", "")
+
+
+def student_book_notebook(nb, name: str = "notebook"):
+    """An executed reference chapter as the student HTML book shows it.
+
+    Solutions become stubs (as in the student edition) and lose their
+    outputs, check cells lose theirs (they reported on the reference), markdown
+    is reworded where it speaks of folded solutions; every other output stays.
+    """
+    stubbed = student_notebook(nb, name)
+    for original, cell in zip(nb.cells, stubbed.cells):
+        if cell.get("cell_type") == "markdown":
+            cell.source = student_wording(cell.source)
+        elif cell.get("cell_type") == "code" and not is_check_cell(cell) and cell.source == original.source:
+            cell.outputs = copy.deepcopy(original.outputs)
+            cell.execution_count = original.get("execution_count")
+    stubbed.metadata.pop("dlbook_executed", None)
+    return stubbed
+
+
+def student_book_page(markdown: str) -> str:
+    """A markdown page of the book (intro) as the student book shows it."""
+    return student_wording(markdown)
+
+
+# ---------------------------------------------------------------------------
+# A student edition runs whenever its reference does: the argument, checked
+# ---------------------------------------------------------------------------
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        else:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def _loaded_names(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython magics: fall back to a word scan
+        return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source))
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def student_edition_problems(nb, name: str = "notebook") -> list[str]:
+    """Why the student edition of ``nb`` might not run top to bottom; empty if it provably does.
+
+    The student edition differs from the reference only inside the marked
+    blocks. If (1) every marked block lies inside the body of a function
+    defined at the top level of its solution cell, the edition's cells bind
+    the same names as the reference's and have the same side effects until a
+    stubbed function is called; if (2) the only cells that use the names a
+    solution cell binds, after it, are check cells (which report a failure instead of
+    raising outside strict mode), no later cell calls a stub. So, given that
+    the reference runs top to bottom, so does the student edition, and only
+    its check cells report failures.
+    """
+    problems = []
+    solution_indexes = set()
+    solution_names: dict[str, tuple[str, int]] = {}  # name -> (exercise id, index of its cell)
+    for ex in exercise_cells(nb, name):
+        solution_indexes.add(ex.index)
+        label = f"{name}: exercise {ex.exercise_id}"
+        try:
+            tree = ast.parse(ex.source)
+        except SyntaxError as err:
+            problems.append(f"{label}: the solution cell does not parse ({err.msg})")
+            continue
+        # (def line, first line of the next top-level statement, indentation of the def)
+        spans = [(node.lineno, tree.body[k + 1].lineno if k + 1 < len(tree.body) else float("inf"),
+                  node.col_offset) for k, node in enumerate(tree.body) if isinstance(node, ast.FunctionDef)]
+        for begin, end, indent in solution_blocks(ex.source):
+            # Markers are comments (not in the AST): lines begin + 1 .. end + 1, 1-based.
+            inside = any(first < begin + 1 and end + 1 < following and len(indent) > column
+                         for first, following, column in spans)
+            if not inside:
+                problems.append(f"{label}: the block on lines {begin + 1}-{end + 1} is not inside "
+                                f"the body of a top-level function")
+        for bound in _top_level_names(tree):
+            solution_names.setdefault(bound, (ex.exercise_id, ex.index))
+    for index, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code" or index in solution_indexes or is_check_cell(cell):
+            continue
+        for bound in sorted(_loaded_names(cell.get("source", ""))):
+            exercise_id, defined_at = solution_names.get(bound, (None, len(nb.cells)))
+            if defined_at < index:  # a later cell that would call a stub
+                problems.append(f"{name}: cell {cell.get('id') or f'#{index}'} uses {bound}, which "
+                                f"the solution of exercise {exercise_id} defines")
+    return problems
