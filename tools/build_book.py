@@ -20,6 +20,7 @@ open the reference notebooks), and says what a student edition is.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -78,7 +79,11 @@ def stage(edition: str, chapters: list[Path]) -> Path:
         shutil.rmtree(source)
     (source / "book").mkdir(parents=True)
     (source / "_config.yml").write_text(yaml.safe_dump(staged_config(edition), sort_keys=False))
-    shutil.copy(ROOT / "_toc.yml", source / "_toc.yml")
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    if edition == "student":  # the grading workflow is for instructors, not in the students' book
+        for part in toc["parts"]:
+            part["chapters"] = [c for c in part["chapters"] if c["file"] != "book/instructors"]
+    (source / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
     (source / "tools").mkdir()
     shutil.copy(ROOT / "tools" / "book_extensions.py", source / "tools")
     for path in (ROOT / "book").iterdir():
@@ -96,10 +101,19 @@ def stage(edition: str, chapters: list[Path]) -> Path:
     if edition == "student":
         from dlbook.coursework.student import student_book_page
 
-        for name in ("intro.md", "instructors.md"):
-            page = source / "book" / name
-            page.write_text(student_book_page(page.read_text()))
+        (source / "book" / "instructors.md").unlink()
+        page = source / "book" / "intro.md"
+        page.write_text(student_book_page(page.read_text()))
     return source
+
+
+def sources_hash(source: Path) -> str:
+    """Hash of every staged file: an unchanged stage needs no new build."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in source.rglob("*") if p.is_file() and "_build" not in p.parts):
+        digest.update(str(path.relative_to(source)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def jupyter_book(source: Path) -> None:
@@ -111,13 +125,20 @@ def jupyter_book(source: Path) -> None:
 
 
 def build(edition: str, allow_execute: bool) -> Path:
+    """Stage and build one edition; skipped when the staged sources equal the last build's."""
     chapters = ensure_executed(allow_execute)
     source = stage(edition, chapters)
-    jupyter_book(source)
     target = TARGETS[edition]
+    stamp = target / ".sources-hash"
+    current = sources_hash(source)
+    if stamp.exists() and stamp.read_text() == current:
+        print(f"build_book: {edition} edition unchanged", flush=True)
+        return target
+    jupyter_book(source)
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source / "_build" / "html", target)
+    stamp.write_text(current)
     return target
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def site():
-    """Build the book (fast when nothing changed) and serve it on localhost."""
+    """Build the book from the executed chapters (instant when nothing changed) and serve it."""
     subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py")], check=True, cwd=ROOT)
     with serve_directory(HTML) as base_url:
         yield base_url
@@ -99,8 +99,8 @@ def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
 
 
 @pytest.fixture(scope="module")
-def student_site():
-    """Build the student edition of the book (solutions replaced by stubs)."""
+def student_site(site):
+    """The student edition of the book, built from the same executed chapters."""
     subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--student"],
                    check=True, cwd=ROOT)
     return ROOT / "_build" / "student-html"
@@ -111,17 +111,43 @@ def _page_text(path: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", path.read_text()))
 
 
-def test_student_build_has_stubs_and_no_solutions(site, student_site):
+def _solution_lines(chapter: str) -> list[str]:
     from dlbook.coursework.notebook import exercise_cells, read_notebook, solution_body
 
+    notebook = read_notebook(ROOT / "book" / f"{chapter}.ipynb")
+    return [line.strip() for exercise in exercise_cells(notebook, chapter)
+            for line in solution_body(exercise.source) if len(line.strip()) > 25]
+
+
+def test_student_build_has_stubs_and_no_solutions(site, student_site):
     for chapter in CHAPTERS:
         student_page = _page_text(student_site / "book" / f"{chapter}.html")
         book_page = _page_text(HTML / "book" / f"{chapter}.html")
         assert "NotImplementedError" in student_page
-        notebook = read_notebook(ROOT / "book" / f"{chapter}.ipynb")
-        solution_lines = [line.strip() for exercise in exercise_cells(notebook, chapter)
-                          for line in solution_body(exercise.source) if len(line.strip()) > 25]
+        solution_lines = _solution_lines(chapter)
         assert solution_lines, chapter
         for line in solution_lines:
             assert line in book_page, (chapter, line)  # the full book shows the solutions...
             assert line not in student_page, (chapter, line)  # ...the student build does not
+
+
+def test_no_solution_is_reachable_from_the_student_book(student_site):
+    """No file of the student site (pages, sources, downloads, search index) holds a solution line,
+    no link leads to a notebook elsewhere (launch or repository buttons), and the text says what
+    a student edition is."""
+    lines = {line for chapter in CHAPTERS for line in _solution_lines(chapter)}
+    for path in student_site.rglob("*"):
+        if not path.is_file() or path.suffix in (".png", ".woff", ".woff2", ".ttf", ".ico", ".svg"):
+            continue
+        text = path.read_text(errors="ignore")
+        if path.suffix in (".html", ".js"):
+            text = html.unescape(re.sub(r"<[^>]+>", "", text)) + text
+        leaked = [line for line in lines if line in text]
+        assert not leaked, (str(path.relative_to(student_site)), leaked[:3])
+    for page in student_site.rglob("*.html"):
+        source = page.read_text()
+        for host in ("colab.research.google.com", "mybinder.org", "github.com"):
+            assert host not in source, (str(page.relative_to(student_site)), host)
+        assert "folded away" not in _page_text(page), str(page.relative_to(student_site))
+    assert not (student_site / "book" / "instructors.html").exists()
+    assert "student edition" in _page_text(student_site / "index.html").lower()

@@ -8,8 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from browser_util import launch_chromium, record_requests, serve_directory  # noqa: E402
 from dlbook.interact import static_html  # noqa: E402
+
+from browser_util import launch_chromium, record_requests, serve_directory  # noqa: E402
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
