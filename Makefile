@@ -11,7 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
-.PHONY: book book-student test test-fast bench student grade chromium clean
+.PHONY: setup book book-student test test-fast bench student grade system-packages clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,15 +26,23 @@ book: $(STAMP)
 book-student: $(STAMP)
 	$(BIN)/python tools/build_book.py --student
 
-# Debian's chromium for the browser tests, installed when missing.
-chromium:
-	@test -x $(CHROMIUM) || command -v chromium >/dev/null 2>&1 || { \
-	  echo "installing Debian's chromium for the browser tests"; \
+# Debian packages the tests drive, installed when missing: chromium for the browser
+# tests, bubblewrap for the grader's sandbox.
+system-packages:
+	@missing=""; \
+	{ test -x $(CHROMIUM) || command -v chromium >/dev/null 2>&1; } || missing="chromium fonts-dejavu-core"; \
+	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for the tests:$$missing"; \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
-test: $(STAMP) chromium
-	$(BIN)/python -m pytest -n 2 --dist loadscope
+setup: $(STAMP) system-packages
+
+# Every phase, timed (tools/run_tests.py): install, lint, unit, grader, notebooks, book, student book, browser.
+test:
+	$(PYTHON) tools/run_tests.py
 
 # Everything except the notebooks and the browser tests: a quick check while editing lib/.
 test-fast: $(STAMP)

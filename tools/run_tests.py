@@ -1,0 +1,99 @@
+"""The test command (`make test`): every phase in order, timed, with one report at the end.
+
+Phases: install (the virtual environment and the Debian packages the tests
+drive), lint (ruff), unit tests (tests/lib, tests/checks, the student
+edition and benchmark tools), grader tests (tests/coursework/test_grader*),
+notebooks (nbval runs each chapter once, on both cores, and writes the
+executed chapters), book build and student build (rendered from the
+executed chapters, nothing executed again), browser tests (the built books
+and the live figures in JupyterLab). A phase whose inputs failed is skipped;
+the command fails if any phase failed. The report, with each chapter's
+seconds, is printed and written to _build/test-report.txt.
+
+Runs with any Python 3 (standard library only): the phases run in .venv.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+REPORT = ROOT / "_build" / "test-report.txt"
+TIMINGS = ROOT / "_build" / "notebook-timings.json"
+PYTEST = [PYTHON, "-m", "pytest", "-p", "no:cacheprovider"]
+GRADER_TESTS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "coursework").glob("test_grader*.py"))
+
+#: (name, command, phases it needs). Each command runs from the repository root.
+PHASES = [
+    ("install", ["make", "--no-print-directory", "setup"], ()),
+    ("lint", [str(ROOT / ".venv" / "bin" / "ruff"), "check", "lib", "tests", "tools", "conftest.py"],
+     ("install",)),
+    ("unit tests", PYTEST + ["tests", "-m", "not browser", "-n", "2", "-q"]
+     + [f"--ignore={path}" for path in GRADER_TESTS], ("install",)),
+    ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "-q"], ("install",)),
+    ("notebooks", PYTEST + ["book", "-n", "2", "--dist", "loadscope", "-q"], ("install",)),
+    ("book build", [PYTHON, "tools/build_book.py", "--no-execute"], ("notebooks",)),
+    ("student build", [PYTHON, "tools/build_book.py", "--student", "--no-execute"], ("book build",)),
+    ("browser tests", PYTEST + ["tests/book", "-m", "browser", "-q"], ("book build", "student build")),
+]
+
+
+def run_phase(name: str, command: list[str]) -> tuple[bool, float]:
+    print(f"\n=== {name}: {' '.join(command)}", flush=True)
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=ROOT)
+    return result.returncode == 0, time.perf_counter() - start
+
+
+def chapter_seconds() -> dict[str, float]:
+    if not TIMINGS.exists():
+        return {}
+    return {Path(path).stem: seconds for path, seconds in json.loads(TIMINGS.read_text()).items()}
+
+
+def report(results: list[tuple[str, str, float]], total: float) -> str:
+    lines = ["", "test command: time per phase (2-core machine)", ""]
+    lines += [f"  {name:<15} {status:<8} {seconds:7.1f} s" for name, status, seconds in results]
+    lines += [f"  {'total':<15} {'':<8} {total:7.1f} s", ""]
+    chapters = chapter_seconds()
+    if chapters:
+        lines.append("chapter execution under nbval (cell time, two chapters at a time):")
+        lines += [f"  {name:<20} {seconds:6.1f} s" for name, seconds in sorted(chapters.items())]
+        lines.append(f"  {'sum':<20} {sum(chapters.values()):6.1f} s")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    only = set(argv)
+    unknown = only - {name for name, _, _ in PHASES}
+    if unknown:
+        print(f"run_tests: unknown phase(s) {sorted(unknown)}; phases: {[p[0] for p in PHASES]}")
+        return 2
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    passed: dict[str, bool] = {}
+    results = []
+    start = time.perf_counter()
+    for name, command, needs in PHASES:
+        if only and name not in only and name != "install":
+            continue
+        if any(not passed.get(need, need not in passed and bool(only)) for need in needs):
+            results.append((name, "skipped", 0.0))
+            passed[name] = False
+            continue
+        ok, seconds = run_phase(name, command)
+        passed[name] = ok
+        results.append((name, "ok" if ok else "FAILED", seconds))
+    text = report(results, time.perf_counter() - start)
+    print(text)
+    REPORT.parent.mkdir(exist_ok=True)
+    REPORT.write_text(text)
+    return 0 if all(status == "ok" for _, status, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
