@@ -110,10 +110,7 @@ def mlp(widths, *, activation: str = "relu", init: str = "torch", bias_std: floa
     num_layers = len(widths) - 1
     for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
         W, b = _draw_layer(fan_in, fan_out, init, bias_std, rng)
-        linear = nn.Linear(fan_in, fan_out, dtype=dtype, device=device)
-        with torch.no_grad():
-            linear.weight.copy_(W)
-            linear.bias.copy_(b)
+        linear = _linear(W, b, dtype, device)
         if index == num_layers - 1:
             modules.append(linear)
         elif residual and fan_in == fan_out:
@@ -126,6 +123,15 @@ def mlp(widths, *, activation: str = "relu", init: str = "torch", bias_std: floa
             if dropout > 0:
                 modules.append(nn.Dropout(dropout))
     return nn.Sequential(*modules)
+
+
+def _linear(W: torch.Tensor, b: torch.Tensor, dtype, device) -> nn.Linear:
+    """An nn.Linear holding copies of W and b (skip_init: torch's own init would draw from the global stream)."""
+    linear = nn.utils.skip_init(nn.Linear, W.shape[1], W.shape[0], dtype=dtype, device=device)
+    with torch.no_grad():
+        linear.weight.copy_(W)
+        linear.bias.copy_(b)
+    return linear
 
 
 def _norm_layer(norm: str, width: int, dtype, device) -> nn.Module:
@@ -193,11 +199,7 @@ def from_layers(params, activation: str = "relu") -> nn.Sequential:
     check_choice("activation", activation, ACTIVATIONS)
     modules: list[nn.Module] = []
     for index, (W, b) in enumerate(layers):
-        linear = nn.Linear(W.shape[1], W.shape[0], device=W.device, dtype=W.dtype)
-        with torch.no_grad():
-            linear.weight.copy_(W)
-            linear.bias.copy_(b)
-        modules.append(linear)
+        modules.append(_linear(W, b, W.dtype, W.device))
         if index < len(layers) - 1:
             modules.append(ACTIVATIONS[activation]())
     return nn.Sequential(*modules)

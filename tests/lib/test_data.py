@@ -198,3 +198,25 @@ def test_data_on_device_matches_cpu(device):
     assert torch.equal(data.gaussian_blobs(device=device)[0].cpu(), data.gaussian_blobs()[0])
     assert data.two_moons(device=device)[1].device.type == device
     assert data.load_digits(device=device).X_test.device.type == device
+
+
+@pytest.mark.parametrize("encoding, values", [("01", (0.0, 1.0)), ("pm1", (1.0, -1.0))])
+def test_hypercube_rows_count_in_binary_msb_first(encoding, values):
+    cube = data.hypercube(3, encoding=encoding)
+    zero, one = values
+    assert cube.shape == (8, 3) and cube.dtype == torch.float32
+    assert cube[0].tolist() == [zero] * 3 and cube[1].tolist() == [zero, zero, one]
+    assert cube[4].tolist() == [one, zero, zero] and cube[7].tolist() == [one] * 3
+    assert len({tuple(row) for row in cube.tolist()}) == 8
+    assert data.hypercube(2, encoding=encoding, dtype=torch.float64).dtype == torch.float64
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"num_bits": 0}, ValueError, "num_bits"),
+    ({"num_bits": 2, "encoding": "bool"}, ValueError, "encoding"),
+    ({"num_bits": 2, "dtype": torch.int64}, TypeError, "dtype"),
+    ({"num_bits": 2, "device": 3.5}, TypeError, "device"),
+])
+def test_hypercube_rejects_bad_arguments(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        data.hypercube(**kwargs)

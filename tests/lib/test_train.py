@@ -1,3 +1,5 @@
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -57,3 +59,59 @@ def test_bad_arguments(kwargs, match):
     train_data = arguments.pop("train_data")
     with pytest.raises((TypeError, ValueError), match=match):
         train.fit(model, torch.nn.functional.cross_entropy, optimizer, train_data, **arguments)
+
+
+def test_evaluate_defaults_to_accuracy_and_takes_a_loss():
+    X, y, model = _problem()
+    model.train()
+    scores = train.evaluate(model, X, y)
+    assert set(scores) == {"accuracy"} and 0 <= scores["accuracy"] <= 1
+    with_loss = train.evaluate(model, X, y, loss_fn=torch.nn.functional.cross_entropy)
+    assert set(with_loss) == {"loss"}
+    assert with_loss["loss"] == pytest.approx(torch.nn.functional.cross_entropy(model(X), y).item())
+    assert model.training, "evaluate restores the training mode"
+
+
+def test_fit_hands_extra_tensors_of_the_batch_to_the_loss():
+    X, y, model = _problem()
+    weights = torch.linspace(0.5, 1.5, len(X))
+    seen = []
+
+    def weighted_loss(logits, targets, batch_weights):
+        seen.append(len(batch_weights))
+        per_example = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+        return (batch_weights * per_example).mean()
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    history = train.fit(model, weighted_loss, optimizer, (X, y, weights), epochs=2, batch_size=64,
+                        val_data=(X, y, weights))
+    assert seen[:4] == [64, 64, 64, 8] and "val_loss" in history
+    with pytest.raises(ValueError, match=r"train_data\[2\]"):
+        train.fit(model, weighted_loss, optimizer, (X, y, weights[:5]), epochs=1)
+
+
+@dataclass(frozen=True)
+class _Config:
+    width: int
+    seed: int = 0
+
+
+def test_cached_runs_train_once_per_config_and_return_copies(monkeypatch):
+    monkeypatch.setattr(train, "RUNS", {})
+    calls = []
+
+    @train.cached
+    def run(config):
+        calls.append(config)
+        return {"weights": torch.full((2,), float(config.width))}
+
+    first = run(_Config(3))
+    first["weights"][0] = -1.0
+    again = run(_Config(3))
+    assert calls == [_Config(3)] and again["weights"].tolist() == [3.0, 3.0]
+    run(_Config(3, seed=1))
+    assert len(calls) == 2
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        run({"width": 3})
+    train.clear_cache()
+    assert train.RUNS == {}

@@ -50,3 +50,45 @@ def test_labels_and_lengths():
     assert v.check_choice("mode", "a", ("a", "b")) == "a"
     with pytest.raises(ValueError, match="mode must be one of"):
         v.check_choice("mode", "c", ("a", "b"))
+
+
+def test_bool_dtype_device_and_int_sequences():
+    assert v.check_bool("flag", True) is True
+    with pytest.raises(TypeError, match="flag must be True or False"):
+        v.check_bool("flag", 1)
+    assert v.check_dtype("dtype", torch.float64) == torch.float64
+    with pytest.raises(TypeError, match="dtype"):
+        v.check_dtype("dtype", torch.int32)
+    assert v.check_device("device", "cpu") == torch.device("cpu")
+    with pytest.raises(TypeError, match="device"):
+        v.check_device("device", 3.5)
+    assert v.check_ints("widths", (2, 3), minimum=1) == [2, 3]
+    with pytest.raises(TypeError, match="widths must be a list"):
+        v.check_ints("widths", 3)
+    with pytest.raises(ValueError, match=r"widths\[1\] must be >= 1"):
+        v.check_ints("widths", [2, 0], minimum=1)
+    with pytest.raises(ValueError, match="at least 2 entries"):
+        v.check_ints("widths", [2], min_length=2)
+    assert v.check_sequence("alphas", (0.1, 0.2), v.check_float, low=0.0) == [0.1, 0.2]
+    with pytest.raises(ValueError, match="alphas must not be empty"):
+        v.check_sequence("alphas", [], v.check_float)
+
+
+def test_shapes_floating_square_and_broadcasting():
+    x = v.as_tensor("x", torch.zeros(4, 3), shape=(None, 3), floating=True)
+    assert x.shape == (4, 3)
+    with pytest.raises(ValueError, match=r"x must have shape \(any, 2\)"):
+        v.as_tensor("x", torch.zeros(4, 3), shape=(None, 2))
+    with pytest.raises(TypeError, match="x must hold floating-point numbers"):
+        v.as_tensor("x", torch.zeros(4, 3, dtype=torch.int64), floating=True)
+    with pytest.raises(ValueError, match="same shape"):
+        v.check_same_shape("a", torch.zeros(2), "b", torch.zeros(3))
+    assert v.check_square("A", torch.eye(3), symmetric=True).shape == (3, 3)
+    with pytest.raises(ValueError, match="A must be a square matrix"):
+        v.check_square("A", torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="A must be symmetric"):
+        v.check_square("A", torch.tensor([[1.0, 2.0], [0.0, 1.0]]), symmetric=True)
+    assert v.check_broadcastable("a", (3, 1), "b", (1, 4)) == (3, 4)
+    with pytest.raises(ValueError, match=r"a of shape \(3,\) and b of shape \(4,\) do not broadcast"):
+        v.check_broadcastable("a", (3,), "b", (4,))
+    assert "tensor of shape (2,)" in v.describe(torch.zeros(2))

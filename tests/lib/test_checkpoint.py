@@ -1,0 +1,77 @@
+"""Tests of dlbook.checkpoint: each relation passes, fails, prints and records."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dlbook import checkpoint
+
+
+@pytest.fixture(autouse=True)
+def fresh_records(monkeypatch):
+    monkeypatch.setattr(checkpoint, "RECORDS", [])
+
+
+def test_close_passes_prints_and_records(capsys):
+    record = checkpoint.close("capacity", torch.tensor(0.149), 0.138, atol=0.025)
+    assert record.passed and checkpoint.RECORDS == [record]
+    line = capsys.readouterr().out.strip()
+    assert line == "✅ capacity: 0.149 (expected 0.138 ± 0.025)"
+    assert record.measured == pytest.approx(0.149) and record.reference == 0.138
+
+
+def test_close_fails_with_the_same_line():
+    with pytest.raises(AssertionError, match=r"❌ rate: 0.5 \(expected 0.4 within 10%\)"):
+        checkpoint.close("rate", 0.5, 0.4, rtol=0.1)
+    assert checkpoint.RECORDS[-1].passed is False
+
+
+def test_close_needs_a_tolerance():
+    with pytest.raises(ValueError, match="tolerance"):
+        checkpoint.close("x", 1.0, 1.0)
+
+
+def test_bounds_and_between(capsys):
+    checkpoint.below("updates / bound", 0.2, 1.0)
+    checkpoint.above("accuracy", np.float64(0.97), 0.95)
+    checkpoint.between("fraction", 0.5, 0.45, 0.55, detail="N = 2d")
+    out = capsys.readouterr().out
+    assert "(bound: at most 1)" in out and "(bound: at least 0.95)" in out
+    assert "(expected between 0.45 and 0.55); N = 2d" in out
+    with pytest.raises(AssertionError):
+        checkpoint.below("too big", 2.0, 1.0)
+    with pytest.raises(AssertionError):
+        checkpoint.between("outside", 0.6, 0.45, 0.55)
+    with pytest.raises(ValueError, match="low"):
+        checkpoint.between("bad", 0.5, 1.0, 0.0)
+
+
+def test_holds_takes_a_boolean(capsys):
+    checkpoint.holds("ordering", torch.tensor(True), "IBP <= PGD")
+    assert capsys.readouterr().out.strip() == "✅ ordering: IBP <= PGD"
+    with pytest.raises(AssertionError, match="❌ ordering"):
+        checkpoint.holds("ordering", False)
+    with pytest.raises(TypeError, match="condition"):
+        checkpoint.holds("ordering", 1)
+
+
+def test_bad_measurements_are_named():
+    with pytest.raises(ValueError, match="measured is NaN"):
+        checkpoint.below("x", float("nan"), 1.0)
+    with pytest.raises(ValueError, match="measured must be one number"):
+        checkpoint.below("x", torch.ones(3), 1.0)
+    with pytest.raises(TypeError, match="label"):
+        checkpoint.below("", 0.0, 1.0)
+    with pytest.raises(TypeError, match="bound"):
+        checkpoint.below("x", 0.0, "1")
+
+
+def test_records_go_to_the_log_file(tmp_path, monkeypatch):
+    log = tmp_path / "checkpoints.jsonl"
+    monkeypatch.setenv(checkpoint.LOG_ENV, str(log))
+    checkpoint.close("a", 1.0, 1.0, rtol=1e-9)
+    checkpoint.holds("b", True)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [row["label"] for row in rows] == ["a", "b"]
+    assert rows[0]["relation"] == "close" and rows[0]["rtol"] == 1e-9 and rows[1]["passed"] is True
