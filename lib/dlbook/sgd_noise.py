@@ -5,9 +5,12 @@ Near a minimum θ* with Hessian H, a step with gradient noise ξ_t of covariance
 a vector autoregression of order one. For 0 < ηλ_i < 2 it forgets its start
 geometrically and settles into a stationary Gaussian cloud whose covariance Σ solves
 the discrete Lyapunov equation Σ = (I - ηH) Σ (I - ηH)^T + η² C. The module solves
-that equation and simulates many chains in parallel. Real minibatch SGD on a
-least-squares problem, whose gradient noise is that of sampling a batch, and its
-exact stationary covariance live in dlbook.quadratics (Chapter 3 uses them too).
+that equation and simulates many chains in parallel, also with a minimum that
+moves (a changing environment) and with heavy-tailed (Cauchy) noise whose variance
+is infinite. Real minibatch SGD on a least-squares problem, whose gradient noise
+is that of sampling a batch, and its exact stationary covariance live in
+dlbook.quadratics (Chapter 3 uses them too). Everything is float64: the point is
+the comparison with closed forms.
 """
 from __future__ import annotations
 
@@ -19,7 +22,18 @@ from scipy.linalg import solve_discrete_lyapunov
 
 from .quadratics import LeastSquares, sgd_offsets
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_float, check_int, check_square, describe
+from .validation import (
+    as_tensor,
+    check_choice,
+    check_device,
+    check_float,
+    check_int,
+    check_square,
+    describe,
+)
+
+NOISE_KINDS = ("gaussian", "cauchy")
+NOISE_MODELS = ("isotropic", "curvature", "round", "shifted")
 
 
 def _check_stable(H: torch.Tensor, lr: float) -> None:
@@ -30,7 +44,10 @@ def _check_stable(H: torch.Tensor, lr: float) -> None:
 
 
 def stationary_covariance(H, C, lr: float) -> torch.Tensor:
-    """Stationary covariance Σ of θ_{t+1} = θ_t - lr (H θ_t + ξ_t), Cov ξ = C: Σ = AΣA^T + lr² C, A = I - lr H."""
+    """Stationary covariance Σ of θ_{t+1} = θ_t - lr (H θ_t + ξ_t), Cov ξ = C (Chapter 17).
+
+    Σ solves the discrete Lyapunov equation Σ = AΣAᵀ + lr² C with A = I - lr H.
+    """
     H, C = check_square("H", H, symmetric=True).double(), check_square("C", C, symmetric=True).double()
     if H.shape != C.shape:
         raise ValueError(f"H and C must have the same shape, got {tuple(H.shape)} and {tuple(C.shape)}")
@@ -41,7 +58,10 @@ def stationary_covariance(H, C, lr: float) -> torch.Tensor:
 
 
 def diagonal_stationary_variance(curvatures, noise_variances, lr: float) -> torch.Tensor:
-    """Closed form for diagonal H and C: Var_i = lr c_i / (λ_i (2 - lr λ_i)), about lr c_i / (2 λ_i) for small lr."""
+    """Closed form for diagonal H and C: Var_i = lr c_i / (λ_i (2 - lr λ_i)) (Chapter 17).
+
+    About lr c_i / (2 λ_i) when lr λ_i is small.
+    """
     lam = as_tensor("curvatures", curvatures, ndim=1, dtype=torch.float64)
     c = as_tensor("noise_variances", noise_variances, ndim=1, dtype=torch.float64)
     if lam.shape != c.shape:
@@ -54,7 +74,7 @@ def diagonal_stationary_variance(curvatures, noise_variances, lr: float) -> torc
 
 
 def autocorrelation_time(curvature: float, lr: float) -> float:
-    """Memory of the AR(1) process along one eigen-direction: τ = -1 / log(1 - lr λ) ≈ 1 / (lr λ)."""
+    """Memory of the AR(1) process along one eigen-direction: τ = -1 / log(1 - lr λ) ≈ 1 / (lr λ) (Chapter 17)."""
     curvature = check_float("curvature", curvature, low=0.0, low_open=True)
     lr = check_float("lr", lr, low=0.0, low_open=True)
     if lr * curvature >= 1:
@@ -63,40 +83,96 @@ def autocorrelation_time(curvature: float, lr: float) -> float:
 
 
 class ChainStatistics(NamedTuple):
-    """Empirical stationary covariance (pooled over chains and the last steps) and the final states."""
+    """Pooled statistics of θ - θ* over chains and the last steps, and the chains' final offsets (Chapter 17)."""
 
+    mean: torch.Tensor
     covariance: torch.Tensor
     final: torch.Tensor
 
 
 def simulate_quadratic_sgd(H, C, lr: float, *, steps: int, num_chains: int = 1000, window: int = 1000,
-                           start=None, seed: int = 0, device="cpu") -> ChainStatistics:
-    """Run ``num_chains`` independent chains θ ← θ - lr (H θ + ξ), ξ ~ N(0, C), from θ* = 0 (or ``start``).
+                           start=None, drift=None, noise: str = "gaussian", seed: int = 0,
+                           device="cpu") -> ChainStatistics:
+    """Run ``num_chains`` independent chains θ ← θ - lr (H (θ - θ*) + ξ) from θ* (or θ* + ``start``) (Chapter 17).
 
-    The covariance is estimated from all chains over the last ``window`` steps. Noise is
-    drawn on the CPU from a seeded generator and moved to ``device``.
+    The statistics are those of the offsets θ - θ*, pooled over all chains and the
+    last ``window`` steps. With ``drift`` the minimum moves by that vector after
+    every step (θ*_{t+1} = θ*_t + drift), as in an environment that changes. The noise
+    ξ = C^{1/2} z has independent coordinates z: standard normal (``noise="gaussian"``,
+    so Cov ξ = C) or standard Cauchy (``"cauchy"``: infinite variance, C^{1/2} sets
+    the scale). Noise is drawn on the CPU from a seeded generator and moved to ``device``.
     """
     H, C = check_square("H", H, symmetric=True).double(), check_square("C", C, symmetric=True).double()
+    if H.shape != C.shape:
+        raise ValueError(f"H and C must have the same shape, got {tuple(H.shape)} and {tuple(C.shape)}")
+    lr = check_float("lr", lr, low=0.0, low_open=True)
+    steps = check_int("steps", steps, minimum=1)
+    num_chains = check_int("num_chains", num_chains, minimum=2)
+    window = check_int("window", window, minimum=1, maximum=steps)
+    check_choice("noise", noise, NOISE_KINDS)
+    rng = generator(check_int("seed", seed, minimum=0))
+    device = check_device("device", device)
+    dim = len(H)
+    theta = torch.zeros(num_chains, dim, dtype=torch.float64, device=device)  # offsets θ - θ*
+    if start is not None:
+        theta = theta + _vector("start", start, dim, device)
+    shift = None if drift is None else _vector("drift", drift, dim, device)
+    # A square root of C that also exists when C is singular (noise in a subspace only).
+    eigenvalues, eigenvectors = torch.linalg.eigh(C)
+    noise_factor = (eigenvectors * eigenvalues.clamp(min=0).sqrt()).to(device)
+    A = (torch.eye(dim, dtype=torch.float64) - lr * H).to(device)
+    total = torch.zeros(dim, dtype=torch.float64, device=device)
+    second_moment = torch.zeros(dim, dim, dtype=torch.float64, device=device)
+    for step in range(steps):
+        if noise == "gaussian":
+            z = torch.randn(num_chains, dim, generator=rng, dtype=torch.float64)
+        else:  # inverse CDF of the standard Cauchy distribution
+            z = torch.tan(torch.pi * (torch.rand(num_chains, dim, generator=rng, dtype=torch.float64) - 0.5))
+        theta = theta @ A.T - lr * (z.to(device) @ noise_factor.T)  # (chains, dim)
+        if shift is not None:
+            theta = theta - shift  # the minimum moved away by `drift`
+        if step >= steps - window:
+            total += theta.sum(dim=0)
+            second_moment += theta.T @ theta
+    count = window * num_chains
+    mean = total / count
+    return ChainStatistics(mean, second_moment / count - torch.outer(mean, mean), theta)
+
+
+def _vector(name: str, value, dim: int, device) -> torch.Tensor:
+    vector = as_tensor(name, value, ndim=1, floating=True)
+    if len(vector) != dim:
+        raise ValueError(f"{name} must have {dim} entries to match H, got {len(vector)}")
+    return vector.to(device=device, dtype=torch.float64)
+
+
+def quantile_sgd(level: float, lr: float, *, steps: int, num_chains: int = 1000, window: int = 1000,
+                 seed: int = 0) -> ChainStatistics:
+    """SGD on the asymmetric pinball loss of standard normal data, one fresh sample per step (Chapter 17).
+
+    The loss of an estimate q on a sample y is level·(y - q) if y > q and
+    (1 - level)·(q - y) otherwise; its expectation is smallest at the ``level``
+    quantile of the data. Each chain starts at 0 and steps q ← q - lr (1[y < q] - level).
+    Returns the pooled mean and variance of q over the last ``window`` steps.
+    """
+    level = check_float("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
     lr = check_float("lr", lr, low=0.0, low_open=True)
     steps = check_int("steps", steps, minimum=1)
     num_chains = check_int("num_chains", num_chains, minimum=2)
     window = check_int("window", window, minimum=1, maximum=steps)
     rng = generator(check_int("seed", seed, minimum=0))
-    dim = len(H)
-    # A square root of C that also exists when C is singular (noise in a subspace only).
-    eigenvalues, eigenvectors = torch.linalg.eigh(C)
-    noise_factor = (eigenvectors * eigenvalues.clamp(min=0).sqrt()).to(device)
-    A = (torch.eye(dim, dtype=torch.float64) - lr * H).to(device)
-    theta = torch.zeros(num_chains, dim, dtype=torch.float64, device=device)
-    if start is not None:
-        theta = theta + as_tensor("start", start, ndim=1, dtype=torch.float64, device=device)
-    second_moment = torch.zeros(dim, dim, dtype=torch.float64, device=device)
+    q = torch.zeros(num_chains, dtype=torch.float64)
+    total, total_sq = 0.0, 0.0
     for step in range(steps):
-        xi = torch.randn(num_chains, dim, generator=rng, dtype=torch.float64).to(device) @ noise_factor.T
-        theta = theta @ A.T - lr * xi  # (chains, dim)
+        y = torch.randn(num_chains, generator=rng, dtype=torch.float64)
+        q = q - lr * ((y < q).double() - level)  # the pinball loss's gradient in q
         if step >= steps - window:
-            second_moment += theta.T @ theta
-    return ChainStatistics(second_moment / (window * num_chains), theta)
+            total += q.sum().item()
+            total_sq += (q * q).sum().item()
+    count = window * num_chains
+    mean = total / count
+    return ChainStatistics(torch.tensor([mean], dtype=torch.float64),
+                           torch.tensor([[total_sq / count - mean * mean]], dtype=torch.float64), q[:, None])
 
 
 # ---------------------------------------------------------------------------
@@ -104,7 +180,7 @@ def simulate_quadratic_sgd(H, C, lr: float, *, steps: int, num_chains: int = 100
 # ---------------------------------------------------------------------------
 
 def minibatch_noise_covariance(problem: LeastSquares, batch_size: int) -> torch.Tensor:
-    """Covariance at θ* of a batch gradient drawn with replacement: the per-sample covariance over B."""
+    """Covariance at θ* of a batch gradient drawn with replacement: the per-sample covariance over B (Chapter 17)."""
     if not isinstance(problem, LeastSquares):
         raise TypeError(f"problem must be a quadratics.LeastSquares, got {describe(problem)}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
@@ -125,12 +201,28 @@ def minibatch_sgd_spread(problem: LeastSquares, lr: float, batch_size: int, *, s
     _check_stable(problem.hessian, check_float("lr", lr, low=0.0, low_open=True))
     offsets = sgd_offsets(problem, lr, batch_size, steps, num_chains=num_chains, seed=seed)
     recent = offsets[-window:].reshape(-1, offsets.shape[-1])  # (window * chains, d)
-    return ChainStatistics(recent.T @ recent / len(recent), offsets[-1])
+    mean = recent.mean(dim=0)
+    return ChainStatistics(mean, recent.T @ recent / len(recent) - torch.outer(mean, mean), offsets[-1])
 
 
-def noise_model(curvatures, kind: str, scale: float = 1.0) -> torch.Tensor:
-    """Diagonal noise variances: "isotropic" (all = scale) or "curvature" (∝ λ_i, largest = scale)."""
-    lam = as_tensor("curvatures", curvatures, ndim=1, dtype=torch.float64)
-    check_choice("kind", kind, ("isotropic", "curvature"))
+def noise_model(curvatures, kind: str, scale: float = 1.0, *, lr: float | None = None) -> torch.Tensor:
+    """Diagonal gradient-noise variances c_i for Hessian eigenvalues λ_i, largest equal to ``scale`` (Chapter 17).
+
+    "isotropic": all equal; "curvature": c_i ∝ λ_i; "round": c_i ∝ λ_i (2 - lr λ_i),
+    which makes every stationary variance equal (needs ``lr``); "shifted":
+    c_i ∝ λ_i², the noise of a minimum displaced by an isotropic random shift.
+    """
+    lam = as_tensor("curvatures", curvatures, ndim=1, floating=True).to(torch.float64)
+    if len(lam) == 0 or torch.any(lam <= 0):
+        raise ValueError(f"curvatures must be a non-empty vector of positive numbers, got {describe(lam)}")
+    check_choice("kind", kind, NOISE_MODELS)
     scale = check_float("scale", scale, low=0.0)
-    return torch.full_like(lam, scale) if kind == "isotropic" else scale * lam / lam.max()
+    if kind == "round":
+        if lr is None:
+            raise ValueError("the 'round' noise model needs the learning rate: pass lr=")
+        lr = check_float("lr", lr, low=0.0, low_open=True)
+        _check_stable(torch.diag(lam), lr)
+    shapes = {"isotropic": lambda: torch.ones_like(lam), "curvature": lambda: lam,
+              "round": lambda: lam * (2 - lr * lam), "shifted": lambda: lam ** 2}
+    variances = shapes[kind]()
+    return scale * variances / variances.max()

@@ -4,7 +4,7 @@ import itertools
 import pytest
 import torch
 
-from dlbook import alignment, symmetry
+from dlbook import alignment, nets, symmetry, train
 
 
 def test_sort_permutation_lex_and_maximin():
@@ -29,17 +29,17 @@ def test_recovery_hungarian_exact_sorts_fragile():
 
 @pytest.mark.parametrize("method", ["weights", "activations", "lex", "maximin"])
 def test_alignment_undoes_a_hidden_permutation(method):
-    A = symmetry.random_mlp([8, 12, 10, 3], seed=1)
+    A = nets.random_layers([8, 12, 10, 3], seed=1)
     B = symmetry.permute_hidden(A, symmetry.random_permutations(A, seed=5))
     X = torch.randn(200, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     aligned = alignment.align(A, B, method, X=X)
     reference = alignment.align(A, A, method, X=X) if method in alignment.SORT_KEYS else A
     assert all(torch.allclose(W, V) and torch.allclose(b, c) for (W, b), (V, c) in zip(reference, aligned))
-    assert torch.allclose(symmetry.forward(aligned, X), symmetry.forward(B, X), atol=1e-12)
+    assert torch.allclose(nets.forward(aligned, X), nets.forward(B, X), atol=1e-12)
 
 
 def test_weight_matching_recovers_noisy_copy():
-    A = symmetry.random_mlp([16, 64, 64, 4], seed=3)
+    A = nets.random_layers([16, 64, 64, 4], seed=3)
     perms = symmetry.random_permutations(A, seed=4)
     noisy = [(W + 0.3 * W.std() * torch.randn(W.shape, generator=torch.Generator().manual_seed(i), dtype=W.dtype), b)
              for i, (W, b) in enumerate(symmetry.permute_hidden(A, perms))]
@@ -49,8 +49,8 @@ def test_weight_matching_recovers_noisy_copy():
 
 
 def test_interpolation_and_barrier():
-    A = symmetry.random_mlp([4, 6, 3], seed=0)
-    B = symmetry.random_mlp([4, 6, 3], seed=1)
+    A = nets.random_layers([4, 6, 3], seed=0)
+    B = nets.random_layers([4, 6, 3], seed=1)
     mid = alignment.interpolate(A, B, 0.5)
     assert torch.allclose(mid[0][0], (A[0][0] + B[0][0]) / 2)
     X = torch.randn(30, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
@@ -64,25 +64,44 @@ def test_interpolation_and_barrier():
 def test_trained_digit_nets_align_and_cache():
     from dlbook import data
     split = data.load_digits(seed=0)
-    A = alignment.train_digits_mlp(32, init_seed=1, order_seed=11, epochs=5)
-    B = alignment.train_digits_mlp(32, init_seed=2, order_seed=22, epochs=5)
-    again = alignment.train_digits_mlp(32, init_seed=1, order_seed=11, epochs=5)
-    assert torch.equal(A[0][0], again[0][0])
-    aligned = alignment.align(A, B, "weights")
-    naive = alignment.interpolation_path(A, B, split.X_test, split.y_test)
-    matched = alignment.interpolation_path(A, aligned, split.X_test, split.y_test)
+    config_a = alignment.DigitsRun(32, init_seed=1, order_seed=11, epochs=5)
+    A = alignment.train_digits_mlp(config_a)
+    B = alignment.train_digits_mlp(alignment.DigitsRun(32, init_seed=2, order_seed=22, epochs=5))
+    assert ("dlbook.alignment.train_digits_mlp", config_a) in train.RUNS
+    again = alignment.train_digits_mlp(alignment.DigitsRun(32, init_seed=1, order_seed=11, epochs=5,
+                                                           device=torch.device("cpu")))
+    assert torch.equal(A.layers[0].W, again.layers[0].W) and A.layers[0].W is not again.layers[0].W
+    assert A.history.num_epochs == 5
+    aligned = alignment.align(A.layers, B.layers, "weights")
+    naive = alignment.interpolation_path(A.layers, B.layers, split.X_test, split.y_test)
+    matched = alignment.interpolation_path(A.layers, aligned, split.X_test, split.y_test)
     assert float(matched.losses[-1]) == pytest.approx(float(naive.losses[-1]), abs=1e-5)
     assert matched.barrier < naive.barrier
 
 
+def test_pruned_digit_net_keeps_its_mask():
+    config = alignment.DigitsRun(16, epochs=2, zero_rate=0.5, mask_seed=3)
+    net = alignment.train_digits_mlp(config).layers
+    masks = alignment.digits_masks(config)
+    assert symmetry.fraction_outside_mask(net, masks) == [0.0, 0.0, 0.0]
+    assert all(torch.all(mask == 1) for mask in alignment.digits_masks(alignment.DigitsRun(16)))
+
+
+def test_the_trained_net_starts_from_nets_mlp():
+    config = alignment.DigitsRun(8, epochs=1, lr=1e-12)
+    start = nets.random_layers(config.widths, seed=config.init_seed, dtype=torch.float32)
+    trained = alignment.train_digits_mlp(config).layers
+    assert all(torch.allclose(W, V, atol=1e-9) for (W, _), (V, _) in zip(start, trained))
+
+
 def test_bad_inputs():
-    A = symmetry.random_mlp([4, 6, 3], seed=0)
+    A = nets.random_layers([4, 6, 3], seed=0)
     with pytest.raises(ValueError, match="key"):
         alignment.sort_permutation(torch.zeros(3, 3), "random")
     with pytest.raises(ValueError, match="similarity"):
         alignment.match_units(torch.zeros(3, 4))
     with pytest.raises(ValueError, match="widths"):
-        alignment.weight_matching(A, symmetry.random_mlp([4, 5, 3]))
+        alignment.weight_matching(A, nets.random_layers([4, 5, 3]))
     with pytest.raises(ValueError, match="method"):
         alignment.align(A, A, "greedy")
     with pytest.raises(ValueError, match="X"):
@@ -96,4 +115,14 @@ def test_bad_inputs():
     with pytest.raises(TypeError, match="params_b"):
         alignment.interpolate(A, None, 0.5)
     with pytest.raises(ValueError, match="width"):
-        alignment.train_digits_mlp(0)
+        alignment.DigitsRun(0)
+    with pytest.raises(ValueError, match="zero_rate"):
+        alignment.DigitsRun(8, zero_rate=1.0)
+    with pytest.raises(TypeError, match="config"):
+        alignment.train_digits_mlp({"width": 8})
+    with pytest.raises(TypeError, match="X"):
+        alignment.interpolation_path(A, A, torch.zeros(5, 4, dtype=torch.long), torch.zeros(5, dtype=torch.long))
+    with pytest.raises(TypeError, match="y"):
+        alignment.interpolation_path(A, A, torch.zeros(5, 4), torch.zeros(5))
+    with pytest.raises(TypeError, match="similarity"):
+        alignment.match_units(torch.zeros(3, 3, dtype=torch.long))

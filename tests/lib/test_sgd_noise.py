@@ -10,8 +10,6 @@ H2 = torch.tensor([[3.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
 C2 = torch.tensor([[1.0, 0.5], [0.5, 2.0]], dtype=torch.float64)
 
 
-
-
 def test_lyapunov_solution_satisfies_equation():
     lr = 0.1
     sigma = sgd_noise.stationary_covariance(H2, C2, lr)
@@ -65,6 +63,42 @@ def test_noise_model():
     lam = torch.tensor([4.0, 1.0])
     assert sgd_noise.noise_model(lam, "isotropic", 2.0).tolist() == [2.0, 2.0]
     assert sgd_noise.noise_model(lam, "curvature", 2.0).tolist() == [2.0, 0.5]
+    assert sgd_noise.noise_model(lam, "shifted", 2.0).tolist() == [2.0, 0.125]
+    # c ∝ λ(2 - ηλ) makes every stationary variance the same, at any step size.
+    curvatures = torch.tensor([10.0, 1.0, 0.1, 0.05], dtype=torch.float64)
+    for lr in (0.01, 0.05, 0.15):
+        round_noise = sgd_noise.noise_model(curvatures, "round", lr=lr)
+        variances = sgd_noise.diagonal_stationary_variance(curvatures, round_noise, lr)
+        assert torch.allclose(variances, variances[0].expand(4), rtol=1e-12)
+    curvature_noise = sgd_noise.noise_model(curvatures, "curvature")
+    variances = sgd_noise.diagonal_stationary_variance(curvatures, curvature_noise, 0.05)
+    assert variances.max() / variances.min() == pytest.approx((2 - 0.05 * 0.05) / (2 - 0.05 * 10))
+
+
+def test_drifting_minimum_lags_by_drift_over_lr_curvature():
+    lam, c, lr, v = 2.0, 1.0, 0.05, 0.01
+    stats = sgd_noise.simulate_quadratic_sgd(torch.tensor([[lam]]).double(), torch.tensor([[c]]).double(), lr,
+                                             steps=600, num_chains=2000, window=300, drift=[v], seed=3)
+    assert stats.mean.item() == pytest.approx(-v / (lr * lam), rel=0.03)
+    assert stats.covariance.item() == pytest.approx(lr * c / (lam * (2 - lr * lam)), rel=0.06)
+
+
+def test_cauchy_noise_gives_a_cauchy_cloud_whose_width_ignores_the_step():
+    """δ = -lr Σ_j (1 - lr λ)^j ξ_j is Cauchy with scale lr γ / (lr λ) = γ / λ: no lr in it."""
+    lam, gamma = 2.0, 0.5
+    for lr in (0.02, 0.2):
+        final = sgd_noise.simulate_quadratic_sgd(torch.tensor([[lam]]).double(), torch.tensor([[gamma ** 2]]).double(),
+                                                 lr, steps=int(12 / (lr * lam)), num_chains=20000, window=1,
+                                                 noise="cauchy", seed=4).final[:, 0]
+        quartiles = torch.quantile(final, torch.tensor([0.25, 0.75], dtype=torch.float64))
+        assert (quartiles[1] - quartiles[0]).item() == pytest.approx(2 * gamma / lam, rel=0.05)
+
+
+def test_quantile_sgd_hovers_around_the_quantile():
+    stats = sgd_noise.quantile_sgd(0.9, 0.05, steps=3000, num_chains=500, window=2000, seed=1)
+    assert stats.mean.item() == pytest.approx(1.2816, abs=0.01)
+    density = math.exp(-1.2816 ** 2 / 2) / math.sqrt(2 * math.pi)
+    assert stats.covariance.item() == pytest.approx(0.05 * 0.09 / (density * (2 - 0.05 * density)), rel=0.1)
 
 
 def test_bad_inputs():
@@ -88,3 +122,15 @@ def test_bad_inputs():
         sgd_noise.minibatch_noise_covariance(quadratics.least_squares_problem(16, (1.0,)), 0)
     with pytest.raises(ValueError, match="kind"):
         sgd_noise.noise_model([1.0], "white")
+    with pytest.raises(ValueError, match="lr"):
+        sgd_noise.noise_model([1.0], "round")
+    with pytest.raises(TypeError, match="curvatures"):
+        sgd_noise.noise_model(torch.tensor([1, 2]), "curvature")
+    with pytest.raises(ValueError, match="drift"):
+        sgd_noise.simulate_quadratic_sgd(H2, C2, 0.1, steps=10, window=5, drift=[1.0])
+    with pytest.raises(ValueError, match="noise"):
+        sgd_noise.simulate_quadratic_sgd(H2, C2, 0.1, steps=10, window=5, noise="student")
+    with pytest.raises(ValueError, match="H and C"):
+        sgd_noise.simulate_quadratic_sgd(H2, torch.eye(3, dtype=torch.float64), 0.1, steps=10, window=5)
+    with pytest.raises(ValueError, match="level"):
+        sgd_noise.quantile_sgd(1.0, 0.1, steps=10, window=5)
