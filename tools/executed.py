@@ -25,7 +25,7 @@ EXECUTED = ROOT / "_build" / "executed"
 META_KEY = "dlbook_executed"
 #: Environment of every chapter execution, the same for nbval and the book build.
 ENVIRONMENT = {"DLBOOK_FIGURES": "static", "DLBOOK_CHECKS": "strict", "DLBOOK_BOOK_BUILD": "1",
-               "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "DLBOOK_NUM_THREADS": "1"}
+               "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "DLBOOK_NUM_THREADS": "1", "DLBOOK_SCALE": "default"}
 
 
 def chapters() -> list[Path]:

@@ -19,6 +19,9 @@ THREADS_ENV = "DLBOOK_NUM_THREADS"
 DEVICE_ENV = "DLBOOK_DEVICE"
 #: Set to 1 by the book build, so chapters know they are rendered to HTML.
 BOOK_BUILD_ENV = "DLBOOK_BOOK_BUILD"
+#: The book-wide switch for paper-scale settings: DLBOOK_SCALE=full (meant for a GPU).
+SCALE_ENV = "DLBOOK_SCALE"
+SCALES = ("default", "full")
 
 
 def in_colab() -> bool:
@@ -34,6 +37,23 @@ def in_ci() -> bool:
 def in_book_build() -> bool:
     """True while Jupyter Book executes the notebook to build the HTML book."""
     return os.environ.get(BOOK_BUILD_ENV, "") == "1"
+
+
+def scale() -> str:
+    """The settings chapters run at: "default" (a minute on a 2-core CPU) or "full" (DLBOOK_SCALE=full).
+
+    The tests and the book build always run the default; "full" selects the
+    paper-scale settings a chapter names, meant for a GPU.
+    """
+    value = os.environ.get(SCALE_ENV, "default").strip().lower() or "default"
+    if value not in SCALES:
+        raise ValueError(f"{SCALE_ENV} must be one of {list(SCALES)}, got {value!r}")
+    return value
+
+
+def at_scale(default, full):
+    """``full`` when DLBOOK_SCALE=full, else ``default``: ``epochs = runtime.at_scale(8, 30)``."""
+    return full if scale() == "full" else default
 
 
 def get_device(prefer: str | None = None) -> torch.device:

@@ -78,3 +78,13 @@ def test_bad_arguments_name_the_argument(call, match):
 def test_asking_for_missing_cuda_is_a_clear_error():
     with pytest.raises(ValueError, match="CUDA"):
         runtime.get_device("cuda")
+
+
+def test_scale_switch(monkeypatch):
+    monkeypatch.delenv(runtime.SCALE_ENV, raising=False)
+    assert runtime.scale() == "default" and runtime.at_scale(8, 30) == 8
+    monkeypatch.setenv(runtime.SCALE_ENV, "full")
+    assert runtime.scale() == "full" and runtime.at_scale(8, 30) == 30
+    monkeypatch.setenv(runtime.SCALE_ENV, "huge")
+    with pytest.raises(ValueError, match="DLBOOK_SCALE"):
+        runtime.scale()
