@@ -1,37 +1,97 @@
-"""Checks for the exercises of chapter 2 (02_feedforward): ReLU interpolation, line arrangements, parity.
+"""Checks for the exercises of chapter 2 (02_feedforward): ReLU networks written down by hand, line
+arrangements, and the expected number of linear regions.
 
-Expected values are computed here by independent code (NumPy interpolation,
-exact rational arithmetic for line arrangements, integer parity), not by the
-chapter's modules linear_regions and approximation.
+Expected values are computed here by independent code (NumPy interpolation and forward passes,
+exact rational arithmetic for line arrangements, integer parity, a Monte Carlo measurement over
+random networks), never by the chapter's modules linear_regions and approximation.
 """
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 import torch
-from torch import nn
 
-from ..core import Mismatch, as_array, as_float, as_int, describe, exercise, expect, expect_equal
+from ..core import Mismatch, as_array, as_float, as_int, describe, exercise, expect, expect_close, expect_equal
+
+# ---------------------------------------------------------------------------
+# Networks returned as lists of (W, b) pairs, evaluated here with NumPy
+# ---------------------------------------------------------------------------
+
+
+def _rows(value) -> int | None:
+    """The number of rows of a matrix-like answer, or None if it is not one."""
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.dim() == 2 else None
+    try:
+        shape = np.shape(value)
+    except (TypeError, ValueError):
+        return None
+    return int(shape[0]) if len(shape) == 2 else None
+
+
+def _layers(out, num_inputs: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The answer as float64 (W, b) pairs whose shapes chain from ``num_inputs`` inputs to one output."""
+    wanted = f"a list of (W, b) pairs, W of shape (fan_out, fan_in), for a net with {num_inputs} input(s)"
+    if not isinstance(out, (list, tuple)) or not out or not all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in out):
+        raise Mismatch(wanted, describe(out))
+    layers, fan_in = [], num_inputs
+    for index, (W, b) in enumerate(out):
+        fan_out = _rows(W)
+        if fan_out is None:
+            raise Mismatch(f"W of layer {index} as a matrix with {fan_in} columns", describe(W))
+        W = as_array(W, (fan_out, fan_in), f"W of layer {index} with shape ({fan_out}, {fan_in})")
+        b = as_array(b, (fan_out,), f"b of layer {index} with {fan_out} entries")
+        layers.append((W, b))
+        fan_in = fan_out
+    expect(fan_in == 1, "a last layer with one output", f"{fan_in} outputs")
+    return layers
+
+
+def _forward(layers, X: np.ndarray) -> np.ndarray:
+    """ReLU after every layer but the last; X is (N, n), the result (N,)."""
+    h = X
+    for index, (W, b) in enumerate(layers):
+        h = h @ W.T + b
+        if index < len(layers) - 1:
+            h = np.maximum(h, 0.0)
+    return h[:, 0]
+
+
+def _cube(n: int) -> np.ndarray:
+    """All 2^n points of {0, 1}^n, as float64 rows."""
+    return np.array(list(itertools.product((0.0, 1.0), repeat=n)))
+
 
 # ---------------------------------------------------------------------------
 # Exercise 2.1: the Lebesgue form of a piecewise-linear interpolant
 # ---------------------------------------------------------------------------
 
 
+def _slope_changes(knots: np.ndarray, values: np.ndarray) -> list[Fraction]:
+    """Exact slope changes at the interior knots, from the floats as given."""
+    k = [Fraction(float(v)) for v in knots]
+    y = [Fraction(float(v)) for v in values]
+    slopes = [(y[i + 1] - y[i]) / (k[i + 1] - k[i]) for i in range(len(k) - 1)]
+    return [b - a for a, b in zip(slopes[:-1], slopes[1:])]
+
+
 def _interpolation_cases():
     """(label, knots, values) for exercise 2.1."""
     rng = np.random.default_rng(21)
-    cases = []
     knots = np.sort(rng.uniform(-3, 3, size=9))
-    cases.append(("9 random knots in [-3, 3]", knots, rng.normal(size=9)))
-    cases.append(("two knots (a single affine piece)", np.array([1.0, 4.0]), np.array([2.0, -1.0])))
-    grid = np.arange(33) / 32
-    tooth = np.where(np.arange(33) % 2 == 1, 1.0, 0.0)
-    cases.append(("the 5-fold tent composition, knots j/32", grid, tooth))
-    cases.append(("collinear values (no bend anywhere)", np.array([-2.0, 0.5, 1.0, 3.0]),
-                  np.array([-3.0, 2.0, 3.0, 7.0])))
+    cases = [("9 random knots in [-3, 3]", knots, rng.normal(size=9)),
+             ("two knots (a single affine piece)", np.array([1.0, 4.0]), np.array([2.0, -1.0])),
+             ("a trapezoid: slopes 1, 0, 0, -1", np.arange(5.0), np.array([0.0, 1.0, 1.0, 1.0, 0.0])),
+             ("the 5-fold tent composition, knots j/32", np.arange(33) / 32,
+              np.where(np.arange(33) % 2 == 1, 1.0, 0.0)),
+             ("collinear values (no bend anywhere)", np.array([-2.0, 0.5, 1.0, 3.0]),
+              np.array([-3.0, 2.0, 3.0, 7.0])),
+             ("uneven knots, slopes 2, 2, -2, -2", np.array([0.0, 0.5, 2.0, 2.25, 3.0]),
+              np.array([0.0, 1.0, 4.0, 3.5, 2.0]))]
     knots = np.array([2.0, 2.1, 2.5, 4.0, 7.0, 7.05])
     cases.append(("uneven knots starting at x = 2", knots, np.sin(3 * knots)))
     knots = np.sort(rng.uniform(-10, -1, size=20))
@@ -44,19 +104,22 @@ def _unpack_form(out, num_terms: int):
         raise Mismatch("a tuple (slope, intercept, coefficients, breakpoints)", describe(out))
     slope = as_float(out[0], "slope as a single number")
     intercept = as_float(out[1], "intercept as a single number")
-    coefficients = as_array(out[2], (num_terms,), f"coefficients as a vector of length {num_terms}")
-    breakpoints = as_array(out[3], (num_terms,), f"breakpoints as a vector of length {num_terms}")
+    what = f"{num_terms} ReLU term(s), one per knot where the slope changes"
+    coefficients = as_array(out[2], (num_terms,), f"coefficients for {what}")
+    breakpoints = as_array(out[3], (num_terms,), f"breakpoints for {what}")
     return slope, intercept, coefficients, breakpoints
 
 
 @exercise("2.1", title="A piecewise-linear function as a one-hidden-layer ReLU net",
-          function="lebesgue_form",
+          function="lebesgue_form", kind="transcribe", difficulty=1, minutes=15,
+          blocked=("dlbook.approximation.lebesgue_form", "dlbook.approximation.relu_interpolant"),
           hint="a ReLU with its kink at a knot changes the slope there and nowhere else: read "
-               "the slope changes off the data, and fix the affine part with the first piece.")
+               "the slope changes off the data, keep the non-zero ones, and fix the affine part "
+               "with the first piece.")
 def check_lebesgue_form(lebesgue_form, cases):
-    """Evaluate the returned form at 1000 points and compare with np.interp; m - 1 ReLU terms."""
+    """Evaluate the returned form at 1000 points against np.interp; one term per actual bend."""
     for label, knots, values in _interpolation_cases():
-        num_terms = len(knots) - 2
+        num_terms = sum(change != 0 for change in _slope_changes(knots, values))
         with cases.case(f"lebesgue_form(knots, values) on {label}"):
             out = lebesgue_form(torch.tensor(knots), torch.tensor(values))
             slope, intercept, coefficients, breakpoints = _unpack_form(out, num_terms)
@@ -100,7 +163,7 @@ def _line_cases():
     """(label, W, b) with integer entries, general and degenerate arrangements."""
     rng = np.random.default_rng(22)
     cases = []
-    for m in (3, 6, 10):
+    for m in (3, 6, 10, 25):
         W = rng.integers(-9, 10, size=(m, 2))
         W[np.all(W == 0, axis=1)] = [1, 1]
         cases.append((f"{m} random lines", W, rng.integers(-9, 10, size=m)))
@@ -117,7 +180,8 @@ def _line_cases():
 
 
 @exercise("2.2", title="Counting the regions of one hidden ReLU layer on the plane",
-          function="count_line_regions",
+          function="count_line_regions", kind="derive", difficulty=2, minutes=30,
+          blocked=("dlbook.linear_regions.count_regions_2d", "dlbook.linear_regions.activation_regions_2d"),
           hint="add the lines one at a time: a new line is cut into pieces by the points where "
                "it meets earlier lines, and each piece splits one region in two. Watch out for "
                "parallel and repeated lines.")
@@ -133,39 +197,131 @@ def check_count_line_regions(count_line_regions, cases):
 
 
 # ---------------------------------------------------------------------------
-# Exercise 2.3: parity with one hidden layer of n ReLUs
+# Exercise 2.3: any symmetric Boolean function with one hidden layer of n ReLUs
 # ---------------------------------------------------------------------------
 
 
-def _linear_layers(model) -> list:
-    if not isinstance(model, nn.Module):
-        raise Mismatch("an nn.Module (nn.Sequential(nn.Linear, nn.ReLU, nn.Linear))", describe(model))
-    return [m for m in model.modules() if isinstance(m, nn.Linear)]
+def _symmetric_cases():
+    """(label, values f(0..n)) for exercise 2.3."""
+    rng = np.random.default_rng(23)
+    return [("parity of 2 bits (XOR)", [0.0, 1.0, 0.0]),
+            ("parity of 7 bits", [float(j % 2) for j in range(8)]),
+            ("majority of 5 bits", [float(j >= 3) for j in range(6)]),
+            ("exactly two ones among 6 bits", [float(j == 2) for j in range(7)]),
+            ("the count mod 3 of 9 bits", [float(j % 3) for j in range(10)]),
+            ("one bit, f(0) = 2, f(1) = -1", [2.0, -1.0]),
+            ("a constant function of 4 bits", [0.5] * 5),
+            ("random values on 10 bits", rng.normal(size=11).tolist())]
 
 
-@exercise("2.3", title="Parity with one hidden layer of n ReLUs", function="parity_network",
-          hint="all hidden units can look at the same sum of the inputs; put their kinks at "
-               "consecutive integers and choose output weights that zig-zag between 0 and 1.")
-def check_parity_network(parity_network, cases):
-    """All 2^n inputs for n = 1..10, and at most n hidden units in one hidden layer."""
-    for num_bits in (2, 3, 1, 4, 5, 7, 10):
-        with cases.case(f"parity_network({num_bits})"):
-            model = parity_network(num_bits)
-            linears = _linear_layers(model)
-            shapes = [(layer.in_features, layer.out_features) for layer in linears]
-            expect(len(linears) == 2 and shapes[0][0] == num_bits and shapes[0][1] <= num_bits
-                   and shapes[1] == (shapes[0][1], 1),
-                   f"two Linear layers, {num_bits} inputs -> at most {num_bits} hidden units -> 1 output",
-                   f"Linear layers with (in, out) = {shapes}")
-            parameter = next(model.parameters())
-            codes = torch.arange(2**num_bits)
-            bits = (codes[:, None] >> torch.arange(num_bits)[None, :]) & 1  # (2^n, n)
-            with torch.no_grad():
-                out = model(bits.to(parameter.device, parameter.dtype))
-            out = as_array(out, (2**num_bits,), f"an output of shape ({2**num_bits}, 1)")
-            expected = (bits.sum(dim=1) % 2).numpy()
-            wrong = np.flatnonzero(np.abs(out - expected) > 1e-4)
+@exercise("2.3", title="Any symmetric Boolean function with n ReLUs", function="symmetric_layers",
+          kind="derive", difficulty=2, minutes=25,
+          blocked=("dlbook.approximation.relu_interpolant", "dlbook.approximation.lebesgue_form",
+                   "dlbook.approximation.parity_network"),
+          hint="the function depends on s = x_1 + ... + x_n only, so every hidden unit can read s; "
+               "interpolate j -> F(j) between the integers with the Lebesgue form. There is no "
+               "affine skip, but s >= 0 on the cube.")
+def check_symmetric_layers(symmetric_layers, cases):
+    """All 2^n inputs against f(number of ones); one hidden layer of at most n units."""
+    for label, values in _symmetric_cases():
+        n = len(values) - 1
+        with cases.case(f"symmetric_layers(values) for {label}"):
+            layers = _layers(symmetric_layers(list(values)), n)
+            widths = [W.shape[0] for W, _ in layers]
+            expect(len(layers) == 2 and widths[0] <= n,
+                   f"one hidden layer of at most {n} units: two (W, b) pairs",
+                   f"{len(layers)} pairs with output widths {widths}")
+            X = _cube(n)
+            got = _forward(layers, X)
+            expected = np.asarray(values)[X.sum(axis=1).astype(int)]
+            wrong = np.flatnonzero(np.abs(got - expected) > 1e-9 * (1 + np.abs(expected)))
             if len(wrong):
-                x = bits[wrong[0]].tolist()
-                raise Mismatch(f"parity {expected[wrong[0]]} on input {x} (and on all 2^{num_bits} inputs)",
-                               f"{out[wrong[0]]:.6g} ({len(wrong)} of {2**num_bits} inputs wrong)")
+                x = X[wrong[0]].astype(int).tolist()
+                raise Mismatch(f"f({sum(x)}) = {expected[wrong[0]]:.6g} on input {x} (and on all 2^{n} inputs)",
+                               f"{got[wrong[0]]:.6g} ({len(wrong)} of {2**n} inputs wrong)")
+
+
+# ---------------------------------------------------------------------------
+# Exercise 2.4: k-fold zigzags, composed: k^L pieces from width k and depth L
+# ---------------------------------------------------------------------------
+
+
+def _zigzag(x: np.ndarray, k: int, depth: int) -> np.ndarray:
+    """z_k composed ``depth`` times on [0, 1]; z_k rises on even pieces [j/k, (j+1)/k], falls on odd ones."""
+    for _ in range(depth):
+        y = k * x
+        floor = np.minimum(np.floor(y), k - 1)     # x = 1 lies on the last piece
+        frac = y - floor
+        x = np.where(floor % 2 == 0, frac, 1.0 - frac)
+    return x
+
+
+@exercise("2.4", title="Composed zigzags: k^L pieces from width k and depth L", function="zigzag_layers",
+          kind="extend", difficulty=2, minutes=30,
+          blocked=("dlbook.approximation.sawtooth_network", "dlbook.approximation.montufar_network"),
+          hint="write one zigzag in the Lebesgue form, with k ReLUs of the same input and kinks at "
+               "j/k; then let every unit of the next layer read the zigzag of the layer before.")
+def check_zigzag_layers(zigzag_layers, cases):
+    """Values at every breakpoint j / k^L and at random points; hidden width <= k, depth L."""
+    rng = np.random.default_rng(24)
+    for k, depth in [(2, 3), (3, 1), (3, 4), (4, 3), (5, 2), (2, 10), (7, 3)]:
+        with cases.case(f"zigzag_layers({k}, {depth})"):
+            layers = _layers(zigzag_layers(k, depth), 1)
+            widths = [W.shape[0] for W, _ in layers[:-1]]
+            expect(len(layers) == depth + 1 and max(widths, default=0) <= k,
+                   f"{depth} hidden layer(s) of at most {k} units, then one output layer",
+                   f"{len(layers) - 1} hidden layer(s) of widths {widths}")
+            grid = np.arange(k**depth + 1) / k**depth
+            x = np.concatenate([grid, rng.uniform(0, 1, 2000)])
+            got = _forward(layers, x[:, None])
+            expected = _zigzag(x, k, depth)
+            worst = int(np.argmax(np.abs(got - expected)))
+            expect(abs(got[worst] - expected[worst]) <= 1e-9,
+                   f"the {k}-fold zigzag composed {depth} time(s), e.g. {expected[worst]:.10g} at "
+                   f"x = {x[worst]:.10g}", f"{got[worst]:.10g}")
+
+
+# ---------------------------------------------------------------------------
+# Exercise 2.5: predicting the expected number of regions of a random layer on an interval
+# ---------------------------------------------------------------------------
+
+
+def _measured_regions(num_units: int, weight_std: float, bias_std: float, low: float, high: float,
+                      rng: np.random.Generator, num_nets: int = 40_000) -> tuple[float, float]:
+    """Mean and standard error of the region count over random layers: 1 + kinks -b/w inside (low, high)."""
+    counts = np.empty(num_nets)
+    for start in range(0, num_nets, 10_000):               # 10,000 networks at a time
+        w = rng.normal(0.0, weight_std, size=(10_000, num_units))
+        b = rng.normal(0.0, bias_std, size=(10_000, num_units))
+        kinks = -b / w
+        counts[start:start + 10_000] = 1 + ((kinks > low) & (kinks < high)).sum(axis=1)
+    return float(counts.mean()), float(counts.std() / math.sqrt(num_nets))
+
+
+def _exact_regions(num_units: int, weight_std: float, bias_std: float, low: float, high: float) -> float:
+    """1 + m P(low < -b/w < high); -b/w is Cauchy with scale bias_std / weight_std."""
+    scale = bias_std / weight_std
+    return 1 + num_units * (math.atan(high / scale) - math.atan(low / scale)) / math.pi
+
+
+@exercise("2.5", title="Predicting the number of regions of a random layer", function="expected_regions_1d",
+          kind="predict", difficulty=2, minutes=25,
+          blocked=("dlbook.linear_regions.activation_regions_1d", "dlbook.linear_regions.linear_pieces_1d"),
+          hint="unit j bends where w_j x + b_j = 0, at x = -b_j / w_j; the regions are one more than "
+               "the bends inside the interval. What is the distribution of a ratio of two centred "
+               "Gaussians?")
+def check_expected_regions_1d(expected_regions_1d, cases):
+    """The prediction against a measurement over 40,000 random layers, and to 1e-6 against the exact value."""
+    rng = np.random.default_rng(25)
+    settings = [(32, math.sqrt(2.0), 0.1, -3.0, 3.0), (10, 1.0, 1.0, -1.0, 1.0), (5, 2.0, 0.5, 0.0, 10.0),
+                (50, 1.0, 3.0, -2.0, -1.0), (1, 1.0, 1.0, -100.0, 100.0), (20, 0.5, 2.0, 1.0, 1.5),
+                (8, 3.0, 3.0, -0.25, 4.0)]
+    for num_units, weight_std, bias_std, low, high in settings:
+        label = f"expected_regions_1d({num_units}, {weight_std:.4g}, {bias_std:.4g}, {low:g}, {high:g})"
+        mean, error = _measured_regions(num_units, weight_std, bias_std, low, high, rng)
+        with cases.case(label, time_limit=2.0, why="the task asks for a prediction, not a simulation"):
+            got = as_float(expected_regions_1d(num_units, weight_std, bias_std, low, high),
+                           "the expected number of regions as one number")
+            expect(abs(got - mean) <= 5 * error + 1e-9,
+                   f"about {mean:.4f}, the mean over 40,000 random layers (± {5 * error:.4f})", f"{got:.6g}")
+            expect_close(got, _exact_regions(num_units, weight_std, bias_std, low, high), rtol=1e-6)
