@@ -1,10 +1,15 @@
 """Weight initialization and signal propagation through depth (Chapter 4).
 
 A scheme fixes the spread of a layer's random weights from its fan-in n and
-fan-out m. Pushing random inputs through a deep stack of such layers and
-recording the second moment of every pre-activation shows which schemes keep
-the signal alive; :func:`predicted_second_moments` gives the same curve from
-the one-line variance recursion q_{l+1} = n σ² E[φ(z)²], z ~ N(0, q_l).
+fan-out m (always in that order: ``fan_in, fan_out``). Pushing random inputs
+through a deep stack of such layers and recording the second moment of every
+pre-activation shows which schemes keep the signal alive;
+:func:`predicted_second_moments` gives the same curve from the one-line
+variance recursion q_{l+1} = n σ² E[φ(z)²], z ~ N(0, q_l). The backward
+signal is measured by :func:`first_layer_gradient_norm`.
+
+Weights and activations default to float32 (they are network weights);
+the recursion and the singular values of deep products are float64.
 """
 from __future__ import annotations
 
@@ -12,41 +17,58 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
+from .nets import linear_layers
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_device, check_float, check_int
+from .validation import (
+    as_tensor,
+    check_choice,
+    check_class_indices,
+    check_device,
+    check_dtype,
+    check_float,
+    check_int,
+    check_same_length,
+    describe,
+)
 
 #: Initialization schemes: Gaussian LeCun (1/n), Xavier/Glorot (2/(n+m)), He/Kaiming (2/n),
-#: PyTorch's nn.Linear default (uniform on ±1/√n, variance 1/(3n)) and orthogonal.
-SCHEMES = ("lecun", "xavier", "he", "torch_default", "orthogonal")
+#: PyTorch's nn.Linear default "torch" (uniform on ±1/√n, variance 1/(3n), as ``nets.mlp(init="torch")``)
+#: and orthogonal.
+SCHEMES = ("lecun", "xavier", "he", "torch", "orthogonal")
 #: Activations used in the propagation experiments.
 ACTIVATIONS = ("linear", "relu", "tanh")
 
 
-def weight_variance(scheme: str, fan_in: int, fan_out: int) -> float:
+def weight_variance(fan_in: int, fan_out: int, scheme: str) -> float:
     """Variance of one weight under ``scheme`` for a layer with the given fans (Chapter 4).
 
     For "orthogonal" it is the variance of an entry of a random orthogonal
     matrix, 1/max(n, m), which gives the same gain n σ² = 1 for square layers.
     """
-    check_choice("scheme", scheme, SCHEMES)
     fan_in = check_int("fan_in", fan_in, minimum=1)
     fan_out = check_int("fan_out", fan_out, minimum=1)
+    check_choice("scheme", scheme, SCHEMES)
     return {"lecun": 1.0 / fan_in,
             "xavier": 2.0 / (fan_in + fan_out),
             "he": 2.0 / fan_in,
-            "torch_default": 1.0 / (3.0 * fan_in),
+            "torch": 1.0 / (3.0 * fan_in),
             "orthogonal": 1.0 / max(fan_in, fan_out)}[scheme]
 
 
-def init_weight(fan_out: int, fan_in: int, scheme: str, *, seed: int = 0, device="cpu",
+def init_weight(fan_in: int, fan_out: int, scheme: str, *, seed: int = 0, device="cpu",
                 dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A (fan_out, fan_in) weight matrix drawn from ``scheme`` (Chapter 4), the layout of nn.Linear."""
-    variance = weight_variance(scheme, fan_in, fan_out)
+    """A weight matrix of shape (fan_out, fan_in), the layout of nn.Linear, drawn from ``scheme`` (Chapter 4).
+
+    Drawn in float64 on the CPU from ``seed``, then cast to ``dtype`` (a floating dtype) and moved.
+    """
+    variance = weight_variance(fan_in, fan_out, scheme)
     seed = check_int("seed", seed, minimum=0)
     device = check_device("device", device)
+    dtype = check_dtype("dtype", dtype)
     rng = generator(seed)
-    if scheme == "torch_default":
+    if scheme == "torch":
         # kaiming_uniform_(a=√5) reduces to U[-1/√n, 1/√n]; variance bound² / 3.
         bound = math.sqrt(3.0 * variance)
         weight = (torch.rand(fan_out, fan_in, generator=rng, dtype=torch.float64) * 2 - 1) * bound
@@ -63,7 +85,7 @@ def init_weight(fan_out: int, fan_in: int, scheme: str, *, seed: int = 0, device
 
 
 def activation_fn(name: str):
-    """The elementwise function called ``name`` in :data:`ACTIVATIONS`."""
+    """The elementwise function called ``name`` in :data:`ACTIVATIONS` (Chapter 4)."""
     check_choice("activation", name, ACTIVATIONS)
     return {"linear": lambda z: z, "relu": torch.relu, "tanh": torch.tanh}[name]
 
@@ -82,6 +104,7 @@ def propagate(depth: int, width: int, scheme: str, activation: str, *, num_input
     phi = activation_fn(activation)
     seed = check_int("seed", seed, minimum=0)
     device = check_device("device", device)
+    dtype = check_dtype("dtype", dtype)
     x = torch.randn(num_inputs, width, generator=generator(seed), dtype=torch.float64)
     signal = x.to(device=device, dtype=dtype)
     moments = []
@@ -114,7 +137,7 @@ def predicted_second_moments(depth: int, scheme: str, activation: str, width: in
     width = check_int("width", width, minimum=1)
     check_choice("activation", activation, ACTIVATIONS)
     q = check_float("input_second_moment", input_second_moment, low=0.0, low_open=True)
-    gain = width * weight_variance(scheme, width, width)
+    gain = width * weight_variance(width, width, scheme)
     nodes, weights = np.polynomial.hermite.hermgauss(80)
     moments = [gain * q]
     for _ in range(depth - 1):
@@ -123,8 +146,8 @@ def predicted_second_moments(depth: int, scheme: str, activation: str, width: in
 
 
 def ratio_per_layer(moments) -> float:
-    """Geometric mean of E[z_{l+1}²] / E[z_l²] over the layers: how fast the signal grows or shrinks."""
-    moments = as_tensor("moments", moments, ndim=1).double()
+    """Geometric mean of E[z_{l+1}²] / E[z_l²] over the layers: how fast the signal grows or shrinks (Chapter 4)."""
+    moments = as_tensor("moments", moments, ndim=1, floating=True).double()
     if len(moments) < 2:
         raise ValueError(f"moments must hold at least two layers, got {len(moments)}")
     if not torch.all(moments > 0):
@@ -137,6 +160,7 @@ def end_to_end_singular_values(depth: int, width: int, scheme: str, *, seed: int
     """Singular values of the product W_depth ... W_1 of a deep linear net, float64 (Chapter 4)."""
     depth = check_int("depth", depth, minimum=1)
     width = check_int("width", width, minimum=1)
+    check_choice("scheme", scheme, SCHEMES)
     seed = check_int("seed", seed, minimum=0)
     product = torch.eye(width, dtype=torch.float64, device=check_device("device", device))
     for layer in range(depth):
@@ -144,3 +168,21 @@ def end_to_end_singular_values(depth: int, width: int, scheme: str, *, seed: int
                              dtype=torch.float64)
         product = weight @ product
     return torch.linalg.svdvals(product).cpu()
+
+
+def first_layer_gradient_norm(model, X, y) -> float:
+    """Norm of the cross-entropy gradient with respect to the first linear layer's weight (Chapter 4).
+
+    Measures how much of the backward signal reaches the bottom of a deep
+    network; the model's own gradients are left as they were.
+    """
+    first = linear_layers(model)[0]
+    X = as_tensor("X", X, ndim=2, floating=True)
+    if X.shape[1] != first.in_features:
+        raise ValueError(f"X must have {first.in_features} columns (the model's inputs), got {describe(X)}")
+    y = as_tensor("y", y, ndim=1)
+    check_same_length("X", X, "y", y)
+    logits = model(X)
+    y = check_class_indices("y", y, logits.shape[1])
+    gradient, = torch.autograd.grad(F.cross_entropy(logits, y), first.weight)
+    return gradient.norm().item()

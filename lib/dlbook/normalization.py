@@ -4,29 +4,27 @@ Each matches its PyTorch counterpart (nn.BatchNorm1d, nn.LayerNorm,
 nn.utils.parametrizations.weight_norm) to rounding error; the tests check it
 in float64. Batch norm follows PyTorch's conventions: the batch is normalized
 with its biased variance, while the running variance is updated with the
-unbiased one, and ``momentum`` is the weight of the new batch.
+unbiased one, and ``momentum`` is the weight of the new batch. The modules
+create their parameters in ``dtype`` (PyTorch's default, float32, when None),
+like the torch.nn layers they mirror.
 """
 from __future__ import annotations
 
 import torch
 
-from .validation import as_tensor, check_float, check_int
+from .validation import as_tensor, check_bool, check_dtype, check_float, check_int, describe
 
 
-def _check_features(name: str, x, num_features: int | None = None) -> torch.Tensor:
-    x = as_tensor(name, x, ndim=2)
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+def _features(name: str, x, num_features: int | None = None) -> torch.Tensor:
+    """An (N, C) floating batch, with C = num_features when given."""
+    x = as_tensor(name, x, ndim=2, floating=True)
     if num_features is not None and x.shape[1] != num_features:
-        raise ValueError(f"{name} must have {num_features} features (columns), got shape {tuple(x.shape)}")
+        raise ValueError(f"{name} must have {num_features} features (columns), got {describe(x)}")
     return x
 
 
-def _check_vector(name: str, value, length: int) -> torch.Tensor:
-    value = as_tensor(name, value, ndim=1)
-    if len(value) != length:
-        raise ValueError(f"{name} must have {length} entries, got {len(value)}")
-    return value
+def _vector(name: str, value, length: int) -> torch.Tensor:
+    return as_tensor(name, value, shape=(length,), floating=True)
 
 
 def batch_norm(x, weight, bias, running_mean, running_var, *, training: bool, momentum: float = 0.1,
@@ -37,13 +35,12 @@ def batch_norm(x, weight, bias, running_mean, running_var, *, training: bool, mo
     variance and blends the batch statistics into the running ones (unbiased
     variance); evaluation mode uses the running statistics and leaves them unchanged.
     """
-    x = _check_features("x", x)
+    x = _features("x", x)
     num_features = x.shape[1]
-    weight, bias = _check_vector("weight", weight, num_features), _check_vector("bias", bias, num_features)
-    running_mean = _check_vector("running_mean", running_mean, num_features)
-    running_var = _check_vector("running_var", running_var, num_features)
-    if not isinstance(training, bool):
-        raise TypeError(f"training must be True or False, got {training!r}")
+    weight, bias = _vector("weight", weight, num_features), _vector("bias", bias, num_features)
+    running_mean = _vector("running_mean", running_mean, num_features)
+    running_var = _vector("running_var", running_var, num_features)
+    training = check_bool("training", training)
     momentum = check_float("momentum", momentum, low=0.0, high=1.0)
     eps = check_float("eps", eps, low=0.0, low_open=True)
     if not training:
@@ -69,7 +66,7 @@ class BatchNorm1d(torch.nn.Module):
         self.num_features = check_int("num_features", num_features, minimum=1)
         self.momentum = check_float("momentum", momentum, low=0.0, high=1.0)
         self.eps = check_float("eps", eps, low=0.0, low_open=True)
-        factory = {"device": device, "dtype": dtype}
+        factory = {"device": device, "dtype": None if dtype is None else check_dtype("dtype", dtype)}
         ones, zeros = torch.ones(num_features, **factory), torch.zeros(num_features, **factory)
         if affine:
             self.weight, self.bias = torch.nn.Parameter(ones.clone()), torch.nn.Parameter(zeros.clone())
@@ -80,7 +77,7 @@ class BatchNorm1d(torch.nn.Module):
         self.register_buffer("running_var", ones.clone())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = _check_features("x", x, self.num_features)
+        x = _features("x", x, self.num_features)
         out, new_mean, new_var = batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var,
                                             training=self.training, momentum=self.momentum, eps=self.eps)
         if self.training:
@@ -91,11 +88,11 @@ class BatchNorm1d(torch.nn.Module):
 
 def layer_norm(x, weight, bias, *, eps: float = 1e-5) -> torch.Tensor:
     """Standardize each row of x over its features (biased variance), then scale and shift (Chapter 4)."""
-    x = as_tensor("x", x)
-    if x.dim() < 1 or not x.is_floating_point():
-        raise TypeError(f"x must be a floating-point tensor with at least one dimension, got {x.dtype}")
-    weight = _check_vector("weight", weight, x.shape[-1])
-    bias = _check_vector("bias", bias, x.shape[-1])
+    x = as_tensor("x", x, floating=True)
+    if x.dim() < 1:
+        raise ValueError(f"x must have at least one dimension (the features), got {describe(x)}")
+    weight = _vector("weight", weight, x.shape[-1])
+    bias = _vector("bias", bias, x.shape[-1])
     eps = check_float("eps", eps, low=0.0, low_open=True)
     mean = x.mean(dim=-1, keepdim=True)
     var = x.var(dim=-1, unbiased=False, keepdim=True)
@@ -109,17 +106,22 @@ class LayerNorm(torch.nn.Module):
         super().__init__()
         self.num_features = check_int("num_features", num_features, minimum=1)
         self.eps = check_float("eps", eps, low=0.0, low_open=True)
+        dtype = None if dtype is None else check_dtype("dtype", dtype)
         self.weight = torch.nn.Parameter(torch.ones(num_features, device=device, dtype=dtype))
         self.bias = torch.nn.Parameter(torch.zeros(num_features, device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = as_tensor("x", x, floating=True)
+        if x.dim() < 1 or x.shape[-1] != self.num_features:
+            raise ValueError(f"x must have {self.num_features} features in its last dimension "
+                             f"(LayerNorm({self.num_features})), got {describe(x)}")
         return layer_norm(x, self.weight, self.bias, eps=self.eps)
 
 
 def weight_norm(v, g) -> torch.Tensor:
     """w = g · v/‖v‖ row by row: each output unit's weight vector gets length g (Chapter 4)."""
-    v = as_tensor("v", v, ndim=2)
-    g = _check_vector("g", g, v.shape[0])
+    v = as_tensor("v", v, ndim=2, floating=True)
+    g = _vector("g", g, v.shape[0])
     return g[:, None] * v / v.norm(dim=1, keepdim=True)
 
 
@@ -128,11 +130,9 @@ def weight_norm_gradients(v, g, grad_w) -> tuple[torch.Tensor, torch.Tensor]:
 
     ∂ℓ/∂g = ∇_w ℓ · v/‖v‖ and ∇_v ℓ = (g/‖v‖)(I − w wᵀ/‖w‖²) ∇_w ℓ, so ∇_v ℓ ⟂ v.
     """
-    v = as_tensor("v", v, ndim=2)
-    g = _check_vector("g", g, v.shape[0])
-    grad_w = as_tensor("grad_w", grad_w, ndim=2)
-    if grad_w.shape != v.shape:
-        raise ValueError(f"grad_w must have the shape of v {tuple(v.shape)}, got {tuple(grad_w.shape)}")
+    v = as_tensor("v", v, ndim=2, floating=True)
+    g = _vector("g", g, v.shape[0])
+    grad_w = as_tensor("grad_w", grad_w, shape=tuple(v.shape), floating=True)
     norm = v.norm(dim=1, keepdim=True)                     # (out, 1)
     direction = v / norm                                   # unit rows, parallel to w
     grad_g = (grad_w * direction).sum(dim=1)
@@ -148,11 +148,11 @@ class WeightNormLinear(torch.nn.Module):
 
     def __init__(self, weight, bias=None):
         super().__init__()
-        weight = as_tensor("weight", weight, ndim=2).detach()
+        weight = as_tensor("weight", weight, ndim=2, floating=True).detach()
         self.v = torch.nn.Parameter(weight.clone())
         self.g = torch.nn.Parameter(weight.norm(dim=1))
         self.bias = None if bias is None else torch.nn.Parameter(
-            _check_vector("bias", bias, weight.shape[0]).detach().clone())
+            _vector("bias", bias, weight.shape[0]).detach().clone())
 
     @property
     def weight(self) -> torch.Tensor:

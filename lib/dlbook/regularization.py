@@ -1,50 +1,53 @@
 """Regularization: weight decay, early stopping, dropout, augmentation, label smoothing, distillation (Chapter 4).
 
 The linear least-squares pieces (ridge and gradient descent in the eigenbasis
-of XᵀX) are exact formulas, so the chapter can compare early stopping and
-weight decay without noise; the rest are small building blocks for the
-digits experiments of the chapter (label noise, shifted digits, distillation).
+of XᵀX) are exact formulas in float64, so the chapter can compare early
+stopping and weight decay without noise; the rest are small building blocks
+for the digits experiments of the chapter (label noise, shifted digits,
+distillation), which keep the dtype of their inputs. Probabilities are named
+for what they are: ``drop_prob`` for dropout, ``keep_prob`` for its
+marginalized linear form.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from . import quadratics
+from . import data, nets, quadratics, train
 from .runtime import generator
-from .train import accuracy, fit
 from .validation import (
     as_tensor,
+    check_bool,
     check_choice,
+    check_class_indices,
     check_device,
+    check_dtype,
     check_finite,
     check_float,
     check_int,
     check_same_length,
+    check_same_shape,
 )
 
 
-def _check_logits(name: str, logits) -> torch.Tensor:
-    logits = as_tensor(name, logits, ndim=2)
-    if not logits.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {logits.dtype}")
+def _logits(name: str, logits) -> torch.Tensor:
+    """An (N, K) floating tensor of logits with K >= 2 classes."""
+    logits = as_tensor(name, logits, ndim=2, floating=True)
     if logits.shape[1] < 2:
         raise ValueError(f"{name} must have at least two classes (columns), got shape {tuple(logits.shape)}")
     return logits
 
 
-def _check_labels(name: str, y, num_rows: int, num_classes: int) -> torch.Tensor:
+def _labels_for(name: str, y, logits: torch.Tensor) -> torch.Tensor:
+    """Class indices, one per row of ``logits``."""
     y = as_tensor(name, y, ndim=1)
-    if y.is_floating_point() or y.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer class indices, got dtype {y.dtype}")
-    if len(y) != num_rows:
-        raise ValueError(f"{name} must have {num_rows} entries (one per row of the logits), got {len(y)}")
-    if len(y) and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(f"{name} must lie in 0..{num_classes - 1}, got values in "
-                         f"{y.min().item()}..{y.max().item()}")
-    return y
+    if len(y) != len(logits):
+        raise ValueError(f"{name} must have {len(logits)} entries (one per row of the logits), got {len(y)}")
+    return check_class_indices(name, y, logits.shape[1])
 
 
 # ---------------------------------------------------------------------------
@@ -216,13 +219,19 @@ def ill_conditioned_regression(num_train: int = 40, dim: int = 30, *, noise: flo
     return Split(*(t.to(device) for t in (X_train, y_train, X_val, y_val)))
 
 
-def best_epoch(val_losses, patience: int) -> tuple[int, int]:
-    """Early stopping with patience: (epoch of the best validation loss, epoch at which training stops).
+class EarlyStop(NamedTuple):
+    """Where early stopping keeps the weights and where it stops training (epochs count from 0)."""
 
-    Training stops after ``patience`` epochs without a strict improvement, or at
-    the last epoch; epochs count from 0 (Chapter 4).
+    best: int
+    stopped: int
+
+
+def best_epoch(val_losses, patience: int) -> EarlyStop:
+    """Early stopping with patience: the epoch of the best validation loss and the epoch training stops (Chapter 4).
+
+    Training stops after ``patience`` epochs without a strict improvement, or at the last epoch.
     """
-    losses = as_tensor("val_losses", val_losses, ndim=1).double()
+    losses = as_tensor("val_losses", val_losses, ndim=1, floating=True).double()
     if len(losses) == 0:
         raise ValueError("val_losses must not be empty")
     patience = check_int("patience", patience, minimum=1)
@@ -233,51 +242,69 @@ def best_epoch(val_losses, patience: int) -> tuple[int, int]:
         else:
             waited += 1
             if waited == patience:
-                return best, epoch
-    return best, len(losses) - 1
+                return EarlyStop(best, epoch)
+    return EarlyStop(best, len(losses) - 1)
 
 
 # ---------------------------------------------------------------------------
 # Dropout
 # ---------------------------------------------------------------------------
 
-def dropout(x, p: float, *, training: bool = True, seed: int = 0) -> torch.Tensor:
-    """Inverted dropout: zero each entry with probability p, scale survivors by 1/(1 − p) (Chapter 4).
-
-    In evaluation mode (training=False) it is the identity, as nn.Dropout.
-    """
-    x = as_tensor("x", x)
-    p = check_float("p", p, low=0.0, high=1.0)
-    if not isinstance(training, bool):
-        raise TypeError(f"training must be True or False, got {training!r}")
-    seed = check_int("seed", seed, minimum=0)
-    if not training or p == 0.0:
+def _inverted_dropout(x: torch.Tensor, p: float, rng: torch.Generator) -> torch.Tensor:
+    """Zero each entry with probability p and scale the survivors by 1/(1 − p); masks drawn on the CPU."""
+    if p == 0.0:
         return x
     if p == 1.0:
         return torch.zeros_like(x)
-    keep = torch.rand(x.shape, generator=generator(seed)).to(x.device) >= p
+    keep = torch.rand(x.shape, generator=rng).to(x.device) >= p
     return torch.where(keep, x / (1.0 - p), torch.zeros_like(x))
 
 
-def dropout_marginal_loss(X, y, w, keep: float, *, num_masks: int = 0, seed: int = 0) -> float:
-    """E_R‖y − (R ⊙ X)w‖² over Bernoulli(keep) masks R on the inputs (Chapter 4).
+def dropout(x, drop_prob: float, *, training: bool = True, seed: int = 0) -> torch.Tensor:
+    """Inverted dropout: zero each entry with probability ``drop_prob``, scale survivors by 1/(1 − p) (Chapter 4).
 
-    num_masks = 0 gives the closed form ‖y − pXw‖² + p(1 − p) wᵀ diag(XᵀX) w;
-    num_masks > 0 a Monte Carlo average over that many masks.
+    In evaluation mode (training=False) it is the identity, as nn.Dropout. The mask depends only on ``seed``.
     """
-    X = as_tensor("X", X, ndim=2).double()
-    y = as_tensor("y", y, ndim=1).double()
-    w = as_tensor("w", w, ndim=1).double()
+    x = as_tensor("x", x, floating=True)
+    p = check_float("drop_prob", drop_prob, low=0.0, high=1.0)
+    training = check_bool("training", training)
+    seed = check_int("seed", seed, minimum=0)
+    return _inverted_dropout(x, p, generator(seed)) if training else x
+
+
+class Dropout(torch.nn.Module):
+    """nn.Dropout with its own seeded generator: a new mask at every call, the same sequence of
+    masks for the same seed, and the global random stream left alone (Chapter 4)."""
+
+    def __init__(self, drop_prob: float, *, seed: int = 0):
+        super().__init__()
+        self.drop_prob = check_float("drop_prob", drop_prob, low=0.0, high=1.0)
+        self.generator = generator(check_int("seed", seed, minimum=0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = as_tensor("x", x, floating=True)
+        return _inverted_dropout(x, self.drop_prob, self.generator) if self.training else x
+
+
+def dropout_marginal_loss(X, y, w, keep_prob: float, *, num_masks: int = 0, seed: int = 0) -> float:
+    """E_R‖y − (R ⊙ X)w‖² over masks R with Bernoulli(keep_prob) entries on the inputs (Chapter 4).
+
+    num_masks = 0 gives the closed form ‖y − qXw‖² + q(1 − q) wᵀ diag(XᵀX) w with q = keep_prob;
+    num_masks > 0 a Monte Carlo average over that many masks. No rescaling (the classical form).
+    """
+    X = as_tensor("X", X, ndim=2, floating=True).double()
+    y = as_tensor("y", y, ndim=1, floating=True).double()
+    w = as_tensor("w", w, ndim=1, floating=True).double()
     check_same_length("X", X, "y", y)
     if len(w) != X.shape[1]:
         raise ValueError(f"w must have {X.shape[1]} entries (the columns of X), got {len(w)}")
-    p = check_float("keep", keep, low=0.0, high=1.0)
+    q = check_float("keep_prob", keep_prob, low=0.0, high=1.0)
     num_masks = check_int("num_masks", num_masks, minimum=0)
     seed = check_int("seed", seed, minimum=0)
     if num_masks == 0:
-        residual = y - p * (X @ w)
-        return (residual @ residual + p * (1 - p) * (w.pow(2) * X.pow(2).sum(0)).sum()).item()
-    masks = (torch.rand(num_masks, *X.shape, generator=generator(seed), dtype=torch.float64) < p)
+        residual = y - q * (X @ w)
+        return (residual @ residual + q * (1 - q) * (w.pow(2) * X.pow(2).sum(0)).sum()).item()
+    masks = (torch.rand(num_masks, *X.shape, generator=generator(seed), dtype=torch.float64) < q)
     masks = masks.to(X.device)
     predictions = (masks * X) @ w            # (num_masks, N)
     return (y - predictions).pow(2).sum(1).mean().item()
@@ -287,15 +314,17 @@ def dropout_marginal_loss(X, y, w, keep: float, *, num_masks: int = 0, seed: int
 # Label noise, smoothing and distillation
 # ---------------------------------------------------------------------------
 
-def flip_labels(y, rate: float, num_classes: int, *, seed: int = 0) -> torch.Tensor:
-    """Replace round(rate·N) labels, chosen at random, by a different class drawn uniformly (Chapter 4)."""
-    y = as_tensor("y", y, ndim=1)
+def flip_labels(y, fraction: float, num_classes: int, *, seed: int = 0) -> torch.Tensor:
+    """Replace round(fraction·N) labels, chosen at random, by a different class drawn uniformly (Chapter 4).
+
+    Exactly that many labels change (a fraction, not a per-label probability).
+    """
     num_classes = check_int("num_classes", num_classes, minimum=2)
-    y = _check_labels("y", y, len(y), num_classes)
-    rate = check_float("rate", rate, low=0.0, high=1.0)
+    y = check_class_indices("y", y, num_classes)
+    fraction = check_float("fraction", fraction, low=0.0, high=1.0)
     seed = check_int("seed", seed, minimum=0)
     rng = generator(seed)
-    num_flipped = round(rate * len(y))
+    num_flipped = round(fraction * len(y))
     chosen = torch.randperm(len(y), generator=rng)[:num_flipped].to(y.device)
     # A shift in 1..K-1 modulo K always lands on another class, uniformly.
     shift = torch.randint(1, num_classes, (num_flipped,), generator=rng).to(y.device)
@@ -304,47 +333,49 @@ def flip_labels(y, rate: float, num_classes: int, *, seed: int = 0) -> torch.Ten
     return noisy
 
 
-def smoothed_targets(y, num_classes: int, eps: float) -> torch.Tensor:
-    """Targets (1 − ε) e_y + ε/K · 1 as an (N, K) float tensor (Chapter 4)."""
+def smoothed_targets(y, num_classes: int, eps: float, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Targets (1 − ε) e_y + ε/K · 1 as an (N, K) tensor (Chapter 4)."""
     num_classes = check_int("num_classes", num_classes, minimum=2)
-    y = as_tensor("y", y, ndim=1)
-    y = _check_labels("y", y, len(y), num_classes)
+    y = check_class_indices("y", y, num_classes)
     eps = check_float("eps", eps, low=0.0, high=1.0)
-    return (1 - eps) * F.one_hot(y, num_classes).double() + eps / num_classes
+    dtype = check_dtype("dtype", dtype)
+    return (1 - eps) * F.one_hot(y, num_classes).to(dtype) + eps / num_classes
 
 
 def smoothed_cross_entropy(logits, y, eps: float) -> torch.Tensor:
     """Mean cross-entropy against label-smoothed targets; equals F.cross_entropy(label_smoothing=ε) (Chapter 4)."""
-    logits = _check_logits("logits", logits)
-    y = _check_labels("y", y, len(logits), logits.shape[1])
-    targets = smoothed_targets(y, logits.shape[1], eps).to(logits.dtype)
+    logits = _logits("logits", logits)
+    y = _labels_for("y", y, logits)
+    targets = smoothed_targets(y, logits.shape[1], eps, dtype=logits.dtype)
     return -(targets * F.log_softmax(logits, dim=1)).sum(1).mean()
 
 
-def optimal_smoothed_logits(num_classes: int, eps: float) -> tuple[float, float]:
-    """(logit gap, minimal loss) of the best free logits under smoothing ε with K classes (Chapter 4).
+class SmoothedOptimum(NamedTuple):
+    """The best free logits under label smoothing: the logit gap between the true class and
+    every other, and the minimal loss (the entropy of the smoothed target)."""
 
-    The gap between the true class and every other is log((1 − ε + ε/K)/(ε/K)); the
-    minimal loss is the entropy of the smoothed target.
-    """
+    gap: float
+    loss: float
+
+
+def optimal_smoothed_logits(num_classes: int, eps: float) -> SmoothedOptimum:
+    """Logit gap log((1 − ε + ε/K)/(ε/K)) and minimal loss of the best logits under smoothing ε (Chapter 4)."""
     num_classes = check_int("num_classes", num_classes, minimum=2)
     eps = check_float("eps", eps, low=0.0, high=1.0, low_open=True)
     p_true = 1 - eps + eps / num_classes
     p_other = eps / num_classes
     entropy = -p_true * math.log(p_true) - (num_classes - 1) * p_other * math.log(p_other)
-    return math.log(p_true / p_other), entropy
+    return SmoothedOptimum(math.log(p_true / p_other), entropy)
 
 
 def soft_cross_entropy(student_logits, teacher_logits, temperature: float) -> torch.Tensor:
-    """Mean of −Σ_y p_y log q_y with p = softmax(F/T), q = softmax(G/T) (Chapter 4; note the minus sign).
+    """Mean of −Σ_y p_y log q_y with p = softmax(F/T), q = softmax(G/T) (Chapter 4).
 
     Its gradient with respect to a student logit G is (q − p)/(T N).
     """
-    student_logits = _check_logits("student_logits", student_logits)
-    teacher_logits = _check_logits("teacher_logits", teacher_logits)
-    if student_logits.shape != teacher_logits.shape:
-        raise ValueError(f"teacher_logits must have the shape of student_logits "
-                         f"{tuple(student_logits.shape)}, got {tuple(teacher_logits.shape)}")
+    student_logits = _logits("student_logits", student_logits)
+    teacher_logits = _logits("teacher_logits", teacher_logits)
+    check_same_shape("student_logits", student_logits, "teacher_logits", teacher_logits)
     T = check_float("temperature", temperature, low=0.0, low_open=True)
     p = F.softmax(teacher_logits / T, dim=1)
     return -(p * F.log_softmax(student_logits / T, dim=1)).sum(1).mean()
@@ -354,10 +385,12 @@ def distillation_loss(student_logits, teacher_logits, y, temperature: float, alp
     """α T² · soft cross-entropy at temperature T + (1 − α) · cross-entropy with the labels (Chapter 4).
 
     The T² keeps the soft term's gradient on the scale of the hard one as T grows.
+    Its argument order (outputs, labels, teacher logits) is the one train.fit uses
+    with data (X, y, teacher_logits), after fixing T and α.
     """
     alpha = check_float("alpha", alpha, low=0.0, high=1.0)
     soft = soft_cross_entropy(student_logits, teacher_logits, temperature)
-    y = _check_labels("y", y, len(student_logits), student_logits.shape[1])
+    y = _labels_for("y", y, student_logits)
     hard = F.cross_entropy(student_logits, y)
     return alpha * temperature ** 2 * soft + (1 - alpha) * hard
 
@@ -381,10 +414,11 @@ def shift_images(X, dx: int, dy: int, *, side: int = 8) -> torch.Tensor:
 
 
 def augment_with_shifts(X, y, max_shift: int = 1, *, side: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """The data set ⋃_τ {(τ(x_i), y_i)} over all shifts |dx|, |dy| ≤ max_shift (Chapter 4)."""
+    """The data set (X, y) ⋃_τ {(τ(x_i), y_i)} over all shifts |dx|, |dy| ≤ max_shift (Chapter 4)."""
     X = as_tensor("X", X, ndim=2)
     y = as_tensor("y", y, ndim=1)
     check_same_length("X", X, "y", y)
+    side = check_int("side", side, minimum=1)
     max_shift = check_int("max_shift", max_shift, minimum=0, maximum=side - 1)
     offsets = range(-max_shift, max_shift + 1)
     shifted = [shift_images(X, dx, dy, side=side) for dx in offsets for dy in offsets]
@@ -392,55 +426,57 @@ def augment_with_shifts(X, y, max_shift: int = 1, *, side: int = 8) -> tuple[tor
 
 
 # ---------------------------------------------------------------------------
-# A small digits classifier and the label-noise experiment
+# The label-noise experiment
 # ---------------------------------------------------------------------------
 
-def digits_mlp(hidden=(128, 128), *, dropout: float = 0.0, norm: str | None = None, seed: int = 0,
-               device="cpu", num_inputs: int = 64, num_classes: int = 10) -> torch.nn.Sequential:
-    """A ReLU MLP for the 8x8 digits with optional dropout and "batch"/"layer" normalization (Chapter 4).
+@dataclass(frozen=True)
+class NoiseRun:
+    """One run of the label-noise experiment on the digits (Chapter 4).
 
-    Normalization (from dlbook.normalization) goes between each hidden linear layer
-    and its ReLU, dropout after the ReLU. Weights use torch's default init under ``seed``.
+    A ReLU MLP with layer widths ``widths`` (``nets.mlp``, dropout after each hidden
+    ReLU, its masks drawn from the run's seed) is trained with AdamW (decoupled weight decay) on the first ``num_train``
+    training digits, a fraction ``flip_fraction`` of whose labels is replaced by a
+    wrong class; the test digits keep their labels.
     """
-    from .normalization import BatchNorm1d, LayerNorm
 
-    hidden = tuple(check_int("hidden", h, minimum=1) for h in hidden)
-    p = check_float("dropout", dropout, low=0.0, high=1.0, high_open=True)
-    if norm is not None:
-        check_choice("norm", norm, ("batch", "layer"))
-    seed = check_int("seed", seed, minimum=0)
-    device = check_device("device", device)
-    torch.manual_seed(seed)  # nn.Linear draws from the global generator
-    layers, width = [], check_int("num_inputs", num_inputs, minimum=1)
-    for size in hidden:
-        layers.append(torch.nn.Linear(width, size))
-        if norm == "batch":
-            layers.append(BatchNorm1d(size))
-        elif norm == "layer":
-            layers.append(LayerNorm(size))
-        layers.append(torch.nn.ReLU())
-        if p > 0:
-            layers.append(torch.nn.Dropout(p))
-        width = size
-    layers.append(torch.nn.Linear(width, check_int("num_classes", num_classes, minimum=2)))
-    return torch.nn.Sequential(*layers).to(device)
+    flip_fraction: float
+    weight_decay: float = 0.0
+    dropout: float = 0.0
+    num_train: int = 400
+    widths: tuple[int, ...] = (64, 128, 128, 10)
+    lr: float = 3e-3
+    epochs: int = 50
+    batch_size: int = 100
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self):
+        check_float("flip_fraction", self.flip_fraction, low=0.0, high=1.0)
+        check_float("weight_decay", self.weight_decay, low=0.0)
+        check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
+        check_int("num_train", self.num_train, minimum=10)
+        if not isinstance(self.widths, tuple):
+            raise TypeError(f"widths must be a tuple (it is part of a hashable config), got {self.widths!r}")
+        check_float("lr", self.lr, low=0.0, low_open=True)
+        check_int("epochs", self.epochs, minimum=1)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("seed", self.seed, minimum=0)
+        check_device("device", self.device)
 
 
-def label_noise_run(split, *, noise: float, weight_decay: float = 0.0, dropout: float = 0.0,
-                    num_train: int = 400, hidden=(128, 128), lr: float = 3e-3, epochs: int = 50,
-                    batch_size: int = 100, seed: int = 0) -> dict[str, list[float]]:
-    """Train a digits MLP on labels with a fraction ``noise`` flipped; per-epoch train/test curves (Chapter 4).
-
-    ``split`` is dlbook.data.load_digits(); the test labels stay clean. Adam with
-    ``weight_decay`` added to the gradient (coupled L2). Returns the History values:
-    "train_loss", "train_acc" (on the noisy labels), "val_loss", "val_acc".
-    """
-    X_train, y_train, X_test, y_test = split
-    num_train = check_int("num_train", num_train, minimum=10, maximum=len(X_train))
-    wd = check_float("weight_decay", weight_decay, low=0.0)
-    X, y = X_train[:num_train], flip_labels(y_train[:num_train], noise, 10, seed=seed)
-    model = digits_mlp(hidden, dropout=dropout, seed=seed, device=X.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
-    history = fit(model, F.cross_entropy, optimizer, (X, y), epochs=epochs, batch_size=batch_size,
-                  val_data=(X_test, y_test), metrics={"acc": accuracy}, seed=seed, progress=False)
-    return history.values
+@train.cached
+def label_noise_run(config: NoiseRun) -> train.History:
+    """Per-epoch curves of one label-noise run (Chapter 4): ``train_loss``, ``train_acc`` (on the
+    noisy labels), ``val_loss`` and ``val_acc`` (on the clean test digits)."""
+    digits = data.load_digits(seed=0, device=config.device)
+    num_train = check_int("num_train", config.num_train, maximum=len(digits.X_train))
+    X = digits.X_train[:num_train]
+    y = flip_labels(digits.y_train[:num_train], config.flip_fraction, 10, seed=config.seed)
+    model = nets.mlp(config.widths, dropout=config.dropout, seed=config.seed, device=config.device)
+    for index, module in enumerate(model):
+        if isinstance(module, torch.nn.Dropout):  # masks from the run's seed, not the global stream
+            model[index] = Dropout(module.p, seed=config.seed * 1000 + index)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    return train.fit(model, F.cross_entropy, optimizer, (X, y), epochs=config.epochs,
+                     batch_size=config.batch_size, val_data=(digits.X_test, digits.y_test),
+                     metrics={"acc": train.accuracy}, seed=config.seed, progress=False)

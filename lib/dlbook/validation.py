@@ -182,6 +182,17 @@ def check_values_in(name: str, tensor: torch.Tensor, allowed: tuple) -> torch.Te
     return tensor
 
 
+def check_class_indices(name: str, y, num_classes: int) -> torch.Tensor:
+    """A vector of integer class indices in 0..num_classes-1 (the targets of a cross-entropy)."""
+    y = as_tensor(name, y, ndim=1)
+    if y.is_floating_point() or y.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class indices, got {describe(y)}")
+    if len(y) and (y.min() < 0 or y.max() >= num_classes):
+        raise ValueError(f"{name} must lie in 0..{num_classes - 1}, got values in "
+                         f"{y.min().item()}..{y.max().item()}")
+    return y.long()
+
+
 def check_same_length(name_a: str, a, name_b: str, b) -> None:
     """Check that two tensors have the same first dimension."""
     if len(a) != len(b):

@@ -105,6 +105,10 @@ def test_weight_norm_closed_form_gradients_equal_autograd_and_are_orthogonal_to_
     (lambda: norm.layer_norm(torch.randn(4, 3), torch.ones(3), torch.zeros(3), eps=0.0), "eps"),
     (lambda: norm.weight_norm(torch.randn(4, 3), torch.ones(3)), "g"),
     (lambda: norm.weight_norm_gradients(torch.randn(4, 3), torch.ones(4), torch.randn(3, 4)), "grad_w"),
+    (lambda: norm.layer_norm(torch.tensor(1.0), torch.ones(1), torch.zeros(1)), "x"),
+    (lambda: norm.weight_norm(torch.ones(4, 3, dtype=torch.int64), torch.ones(4)), "v"),
+    (lambda: norm.BatchNorm1d(3, dtype=torch.int64), "dtype"),
+    (lambda: norm.LayerNorm(3, dtype=torch.int32), "dtype"),
 ])
 def test_bad_arguments_are_named(call, match):
     with pytest.raises((TypeError, ValueError), match=match):
@@ -114,3 +118,11 @@ def test_bad_arguments_are_named(call, match):
 def test_integer_input_is_rejected():
     with pytest.raises(TypeError, match="x"):
         norm.BatchNorm1d(3)(torch.ones(4, 3, dtype=torch.int64))
+
+
+def test_layer_norm_module_names_the_input_when_its_width_is_wrong():
+    """LayerNorm(3) on a width-5 input blames x, not the weight the caller never passed."""
+    with pytest.raises(ValueError, match=r"x must have 3 features.*\(2, 5\)"):
+        norm.LayerNorm(3)(torch.ones(2, 5))
+    with pytest.raises(TypeError, match="x"):
+        norm.LayerNorm(3)(torch.ones(2, 3, dtype=torch.int64))

@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dlbook import data
 from dlbook import regularization as reg
 
 
@@ -75,7 +74,7 @@ def test_early_stopping_shrinkage_limits_at_the_equivalent_time():
 
 def test_best_epoch_with_patience():
     losses = [5, 4, 3, 3.5, 3.2, 2.9, 3.0, 3.1, 3.3, 2.0]
-    assert reg.best_epoch(losses, 3) == (5, 8)
+    assert reg.best_epoch(losses, 3) == reg.EarlyStop(best=5, stopped=8)
     assert reg.best_epoch(losses, 5) == (9, 9)
     assert reg.best_epoch([1.0], 2) == (0, 0)
 
@@ -91,6 +90,19 @@ def test_dropout_statistics_and_eval_identity():
     assert torch.equal(reg.dropout(x, 1.0), torch.zeros_like(x))
     ref = F.dropout(x, 0.3, training=True)  # same law as torch's dropout
     assert set(torch.unique(ref).tolist()) == set(torch.unique(out).tolist())
+
+
+def test_dropout_module_draws_a_new_mask_each_call_from_its_own_seed():
+    x = torch.ones(10_000)
+    layer, twin = reg.Dropout(0.4, seed=3), reg.Dropout(0.4, seed=3)
+    torch.manual_seed(0)
+    first, second = layer(x), layer(x)
+    torch.manual_seed(1)  # the global stream plays no part
+    assert torch.equal(first, twin(x)) and torch.equal(second, twin(x))
+    assert not torch.equal(first, second)
+    assert torch.allclose(torch.unique(first), torch.tensor([0.0, 1 / 0.6]))
+    assert torch.equal(reg.Dropout(0.4).eval()(x), x)
+    assert torch.equal(reg.Dropout(1.0)(x), torch.zeros_like(x))
 
 
 def test_dropout_marginal_loss_closed_form_matches_monte_carlo():
@@ -116,11 +128,15 @@ def test_smoothed_cross_entropy_matches_torch():
     for eps in (0.0, 0.1, 0.5):
         torch.testing.assert_close(reg.smoothed_cross_entropy(logits, y, eps),
                                    F.cross_entropy(logits, y, label_smoothing=eps), rtol=0, atol=1e-12)
-    torch.testing.assert_close(reg.smoothed_targets(y, 5, 0.2).sum(1), torch.ones(7, dtype=torch.float64))
+    targets = reg.smoothed_targets(y, 5, 0.2)
+    assert targets.dtype == torch.float32
+    torch.testing.assert_close(targets.sum(1), torch.ones(7))
+    assert reg.smoothed_targets(y, 5, 0.2, dtype=torch.float64).dtype == torch.float64
 
 
 def test_optimal_smoothed_logits_are_reached_by_optimization():
-    gap, loss = reg.optimal_smoothed_logits(10, 0.1)
+    gap, loss = optimum = reg.optimal_smoothed_logits(10, 0.1)
+    assert optimum.gap == gap and optimum.loss == loss
     assert gap == pytest.approx(4.5109, abs=1e-4) and loss == pytest.approx(0.50029, abs=1e-5)
     z = torch.zeros(1, 10, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.LBFGS([z], max_iter=200, tolerance_grad=1e-12, tolerance_change=1e-14)
@@ -167,13 +183,49 @@ def test_shift_images_moves_pixels_without_wrapping():
     assert Xa.shape == (9, 64) and torch.equal(ya, torch.full((9,), 3))
 
 
-def test_digits_mlp_layers_and_label_noise_run():
-    model = reg.digits_mlp((16,), dropout=0.2, norm="batch", seed=0)
-    kinds = [type(m).__name__ for m in model]
-    assert kinds == ["Linear", "BatchNorm1d", "ReLU", "Dropout", "Linear"]
-    split = data.load_digits()
-    curves = reg.label_noise_run(split, noise=0.2, num_train=100, hidden=(16,), epochs=3)
-    assert len(curves["val_acc"]) == 3 and 0 <= curves["train_acc"][-1] <= 1
+def test_label_noise_run_is_cached_and_uses_decoupled_decay(monkeypatch):
+    from dlbook import train
+
+    train.clear_cache()
+    config = reg.NoiseRun(0.2, weight_decay=1.0, num_train=100, widths=(64, 16, 10), epochs=3)
+    built = []
+    original = torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: built.append(k) or original(*a, **k))
+    history = reg.label_noise_run(config)
+    assert history.num_epochs == 3 and 0 <= history["train_acc"][-1] <= 1
+    assert set(history.values) == {"train_loss", "train_acc", "val_loss", "val_acc"}
+    assert built == [{"lr": 3e-3, "weight_decay": 1.0}]
+    again = reg.label_noise_run(config)  # from the cache: no second optimizer, equal curves
+    assert len(built) == 1 and again.values == history.values
+    with pytest.raises(TypeError, match="frozen dataclass"):
+        reg.label_noise_run({"flip_fraction": 0.2})
+    train.clear_cache()
+
+
+def test_label_noise_run_with_dropout_does_not_depend_on_the_global_stream():
+    from dlbook import train
+
+    config = reg.NoiseRun(0.3, dropout=0.5, num_train=60, widths=(64, 8, 10), epochs=2)
+    train.clear_cache()
+    torch.manual_seed(0)
+    first = reg.label_noise_run(config)
+    train.clear_cache()
+    torch.manual_seed(1)
+    assert reg.label_noise_run(config).values == first.values
+    train.clear_cache()
+
+
+def test_label_noise_run_flips_labels_and_is_reproducible():
+    from dlbook import train
+
+    train.clear_cache()
+    small = dict(num_train=60, widths=(64, 8, 10), epochs=2)
+    clean = reg.label_noise_run(reg.NoiseRun(0.0, **small))
+    train.clear_cache()
+    assert reg.label_noise_run(reg.NoiseRun(0.0, **small)).values == clean.values
+    noisy = reg.label_noise_run(reg.NoiseRun(0.5, **small))
+    assert noisy.values != clean.values
+    train.clear_cache()
 
 
 @pytest.mark.parametrize("call,match", [
@@ -189,9 +241,14 @@ def test_digits_mlp_layers_and_label_noise_run():
     (lambda: reg.equivalent_steps(0.1, 0.0), "mu"),
     (lambda: reg.best_epoch([], 2), "val_losses"),
     (lambda: reg.best_epoch([1.0, 2.0], 0), "patience"),
-    (lambda: reg.dropout(torch.ones(3), 1.5), "p"),
+    (lambda: reg.dropout(torch.ones(3), 1.5), "drop_prob"),
+    (lambda: reg.dropout(torch.ones(3, dtype=torch.int64), 0.5), "x"),
     (lambda: reg.dropout(torch.ones(3), 0.5, training=1), "training"),
     (lambda: reg.dropout_marginal_loss(torch.ones(3, 2), torch.ones(3), torch.ones(3), 0.5), "w"),
+    (lambda: reg.dropout_marginal_loss(torch.ones(3, 2), torch.ones(3), torch.ones(2), 1.5), "keep_prob"),
+    (lambda: reg.dropout_marginal_loss(torch.ones(3, 2, dtype=torch.int64), torch.ones(3), torch.ones(2), 0.5),
+     "X"),
+    (lambda: reg.flip_labels(torch.tensor([0, 1]), 1.2, 10), "fraction"),
     (lambda: reg.flip_labels(torch.tensor([0, 11]), 0.1, 10), "y"),
     (lambda: reg.flip_labels(torch.tensor([0.0, 1.0]), 0.1, 10), "y"),
     (lambda: reg.smoothed_cross_entropy(torch.ones(3, 4), torch.tensor([0, 1]), 0.1), "y"),
@@ -201,8 +258,15 @@ def test_digits_mlp_layers_and_label_noise_run():
     (lambda: reg.distillation_loss(torch.ones(3, 4), torch.ones(3, 4), torch.tensor([0, 1, 2]), 2.0, 2.0), "alpha"),
     (lambda: reg.shift_images(torch.ones(2, 10), 1, 0), "X"),
     (lambda: reg.shift_images(torch.ones(2, 64), 1.5, 0), "dx"),
-    (lambda: reg.digits_mlp((16,), norm="group"), "norm"),
-    (lambda: reg.digits_mlp((16,), dropout=1.0), "dropout"),
+    (lambda: reg.smoothed_cross_entropy(torch.ones(3, 4, dtype=torch.int64), torch.tensor([0, 1, 2]), 0.1),
+     "logits"),
+    (lambda: reg.smoothed_targets(torch.tensor([0, 1]), 3, 0.1, dtype=torch.int64), "dtype"),
+    (lambda: reg.NoiseRun(0.2, dropout=1.0), "dropout"),
+    (lambda: reg.Dropout(1.5), "drop_prob"),
+    (lambda: reg.Dropout(0.5)(torch.ones(3, dtype=torch.int64)), "x"),
+    (lambda: reg.NoiseRun(1.5), "flip_fraction"),
+    (lambda: reg.NoiseRun(0.2, widths=[64, 10]), "widths"),
+    (lambda: reg.NoiseRun(0.2, device=3.5), "device"),
 ])
 def test_bad_arguments_are_named(call, match):
     with pytest.raises((TypeError, ValueError), match=match):
