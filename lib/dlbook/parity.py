@@ -1,37 +1,42 @@
-"""Parities over {-1, +1}^d and why gradient descent struggles to learn them (chapter 16).
+"""Parities over {-1, +1}^d and why gradient descent struggles to learn them (Chapter 16).
 
 Three pieces:
 
-* data: all inputs of the hypercube, random inputs, the parity (character)
-  chi_S(x) = prod_{i in S} x_i of a subset S, and the fast Walsh-Hadamard
-  transform that evaluates all 2^d characters against a table at once;
+* parities: the character chi_S(x) = prod_{i in S} x_i of a subset S, the
+  character matrix Phi[S, x] = chi_S(x) of all 2^d subsets, and the fast
+  Walsh-Hadamard transform that multiplies by Phi in O(d 2^d) per column;
 * the gradient-variance argument of Shalev-Shwartz, Shamir and Shammah (2017):
   per-sample and per-target gradients with ``torch.func`` (vmap over grad),
   the variance of the population gradient across the whole parity family,
-  and its exact closed form E||g||^2 / 2^d - ||g(1)||^2 / 4^d;
+  its exact closed form E||g||^2 / 2^d - ||g(1)||^2 / 4^d, and the noise of
+  real mini-batch gradients it competes with;
 * experiments: many one-hidden-layer ReLU networks trained side by side
   (one batched tensor program, each net an independent run) on fresh samples
   of parities of different sizes (d, k), with SGD or Adam.
 
-Inputs use the {-1, +1} encoding; bit b in {0, 1} of the paper's encoding
-becomes x = 1 - 2b, so (-1)^<b, v> = prod_{i: v_i = 1} x_i.
+Inputs are the rows of ``data.hypercube(d, encoding="pm1")``: row i holds the
+bits of i, most significant first, and bit b becomes x = 1 - 2b, so
+(-1)^<b, v> = prod_{i: v_i = 1} x_i and row 0 is the all-ones input. The exact
+identities are computed in float64 (the default of the functions that build
+tables); training runs in float32.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from . import data, nets
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_dtype, check_float, check_int
+from .validation import as_tensor, check_choice, check_float, check_int, describe
 
-__all__ = ["all_inputs", "random_inputs", "parity", "subset_mask", "random_subset",
-           "character_matrix", "fwht", "make_mlp", "num_parameters", "per_sample_grads",
-           "per_target_grads", "family_gradients", "family_variance", "variance_identity",
-           "ensemble_forward", "ParityRuns", "train_parities"]
+__all__ = ["parity", "subset_mask", "random_subset", "character_matrix", "fwht", "per_sample_grads",
+           "per_target_grads", "family_gradients", "family_variance", "VarianceIdentity",
+           "variance_identity", "GradientNoise", "minibatch_gradient_noise", "ensemble_forward",
+           "ParityRuns", "train_parities"]
 
 LOSSES = ("square", "hinge")
 OPTIMIZERS = ("sgd", "adam")
@@ -39,36 +44,12 @@ OPTIMIZERS = ("sgd", "adam")
 DEFAULT_LR = {"sgd": 0.01, "adam": 1e-3}
 
 
-def _check_model(model) -> nn.Module:
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return model
-
-
 # ---------------------------------------------------------------------------
-# Data: the hypercube, parities and the Walsh-Hadamard transform
+# Parities and the Walsh-Hadamard transform
 # ---------------------------------------------------------------------------
-
-def all_inputs(d: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
-    """All 2^d points of {-1, +1}^d, one per row; row i holds the bits of i, most significant first."""
-    d = check_int("d", d, minimum=1, maximum=24)
-    index = torch.arange(2**d, device=device)
-    shifts = torch.arange(d - 1, -1, -1, device=device)
-    bits = (index[:, None] >> shifts) & 1                      # (2^d, d), MSB first
-    return (1 - 2 * bits).to(check_dtype("dtype", dtype))
-
-
-def random_inputs(num: int, d: int, *, seed: int = 0, dtype: torch.dtype = torch.float32,
-                  device="cpu") -> torch.Tensor:
-    """``num`` points drawn uniformly from {-1, +1}^d (drawn on the CPU, then moved)."""
-    num = check_int("num", num, minimum=1)
-    d = check_int("d", d, minimum=1)
-    bits = torch.randint(0, 2, (num, d), generator=generator(seed))
-    return (1 - 2 * bits).to(dtype=check_dtype("dtype", dtype), device=device)
-
 
 def subset_mask(d: int, subset, *, device="cpu") -> torch.Tensor:
-    """Boolean mask of length d that is True on the coordinates listed in ``subset``."""
+    """Boolean mask of length d that is True on the coordinates listed in ``subset`` (Chapter 16)."""
     d = check_int("d", d, minimum=1)
     indices = as_tensor("subset", list(subset) if not isinstance(subset, torch.Tensor) else subset)
     if indices.numel() and (indices.dtype.is_floating_point or indices.min() < 0 or indices.max() >= d):
@@ -81,15 +62,20 @@ def subset_mask(d: int, subset, *, device="cpu") -> torch.Tensor:
 
 
 def random_subset(d: int, k: int, *, seed: int = 0, device="cpu") -> torch.Tensor:
-    """Mask of a uniformly random subset of k of the d coordinates."""
+    """Mask of a uniformly random subset of k of the d coordinates (Chapter 16)."""
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=0, maximum=d)
-    chosen = torch.randperm(d, generator=generator(seed))[:k]
-    return subset_mask(d, chosen.tolist(), device=device)
+    return _random_mask(d, k, generator(seed)).to(device)
+
+
+def _random_mask(d: int, k: int, gen: torch.Generator) -> torch.Tensor:
+    mask = torch.zeros(d, dtype=torch.bool)
+    mask[torch.randperm(d, generator=gen)[:k]] = True
+    return mask
 
 
 def parity(X: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """chi_S(x) = prod_{i in S} x_i for every row x of X (entries ±1); S given as a boolean mask.
+    """chi_S(x) = prod_{i in S} x_i for every row x of X (entries ±1); S given as a boolean mask (Chapter 16).
 
     ``mask`` may be one mask (d,) or a stack (T, d), giving (T, N) targets.
     """
@@ -101,28 +87,30 @@ def parity(X: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if not torch.all(X.abs() == 1):
         raise ValueError("X must hold only -1 and +1")
     if mask.dim() == 1:
-        return torch.where(mask, X, torch.ones_like(X)).prod(dim=1)
+        return torch.where(mask.to(X.device), X, torch.ones_like(X)).prod(dim=1)
     # (T, 1, d) against (1, N, d): the product over the chosen coordinates.
     return torch.where(mask[:, None, :].to(X.device), X[None], torch.ones_like(X[None])).prod(dim=2)
 
 
 def character_matrix(d: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
-    """H with H[v, x] = chi_v(x) for all 2^d subsets v and inputs x (both in all_inputs order).
+    """Phi with Phi[S, x] = chi_S(x) for all 2^d subsets S and inputs x, both in hypercube order (Chapter 16).
 
-    H is the Sylvester-Hadamard matrix; H H^T = 2^d I says the parities are orthonormal.
+    Subset S is the set bits of its row index. Phi is the Sylvester-Hadamard
+    matrix; Phi Phi^T = 2^d I says the parities are orthonormal. This is the
+    dense reference for :func:`fwht`.
     """
     d = check_int("d", d, minimum=1, maximum=14)
-    X = all_inputs(d, dtype=dtype, device=device)
-    masks = X < 0                                               # subset v = bits of its index
-    return parity(X, masks)
+    X = data.hypercube(d, encoding="pm1", dtype=dtype, device=device)
+    return parity(X, X < 0)
 
 
 def fwht(A: torch.Tensor) -> torch.Tensor:
-    """Fast Walsh-Hadamard transform along dim 0: returns H @ A in O(n log n) per column.
+    """Fast Walsh-Hadamard transform along dim 0: Phi @ A in O(n log n) per column (Chapter 16).
 
-    The length of dim 0 must be a power of two; equals ``character_matrix(d) @ A``.
+    The length n of dim 0 must be a power of two; the result equals
+    ``character_matrix(log2 n) @ A`` (the unnormalised transform).
     """
-    A = as_tensor("A", A)
+    A = as_tensor("A", A, floating=True)
     n = A.shape[0] if A.dim() else 0
     if A.dim() == 0 or n < 1 or n & (n - 1):
         raise ValueError(f"A must have a power-of-two length along dim 0, got shape {tuple(A.shape)}")
@@ -141,24 +129,25 @@ def fwht(A: torch.Tensor) -> torch.Tensor:
 # Networks and their gradients, with torch.func
 # ---------------------------------------------------------------------------
 
-def make_mlp(d: int, width: int = 64, depth: int = 1, *, seed: int = 0,
-             dtype: torch.dtype = torch.float64, device="cpu") -> nn.Sequential:
-    """A ReLU network d -> width (x depth) -> 1 with PyTorch's default initialisation."""
-    d = check_int("d", d, minimum=1)
-    width = check_int("width", width, minimum=1)
-    depth = check_int("depth", depth, minimum=1, maximum=8)
-    torch.manual_seed(check_int("seed", seed, minimum=0))
-    layers, fan_in = [], d
-    for _ in range(depth):
-        layers += [nn.Linear(fan_in, width), nn.ReLU()]
-        fan_in = width
-    layers.append(nn.Linear(fan_in, 1))
-    return nn.Sequential(*layers).to(dtype=check_dtype("dtype", dtype), device=device)
+def _model_inputs(model, X=None, name: str = "X"):
+    """Check the model, and X against its input width; returns (model, X cast to the model's dtype)."""
+    first = nets.linear_layers(model)[0]
+    if X is None:
+        return model, None
+    X = as_tensor(name, X, ndim=2, floating=True)
+    if X.shape[1] != first.in_features:
+        raise ValueError(f"{name} must have {first.in_features} columns (the model's input width), "
+                         f"got {describe(X)}")
+    return model, X.to(dtype=first.weight.dtype, device=first.weight.device)
 
 
-def num_parameters(model: nn.Module) -> int:
-    """Number of scalar parameters of a model."""
-    return sum(p.numel() for p in _check_model(model).parameters())
+def _check_width(model, d: int) -> tuple[int, torch.Tensor]:
+    """d checked against the model's input width; returns d and the model's cube (2^d, d)."""
+    d = check_int("d", d, minimum=1, maximum=20)
+    first = nets.linear_layers(model)[0]
+    if first.in_features != d:
+        raise ValueError(f"d must equal the model's input width {first.in_features}, got {d}")
+    return d, data.hypercube(d, encoding="pm1", dtype=first.weight.dtype, device=first.weight.device)
 
 
 def _params(model: nn.Module) -> dict:
@@ -171,9 +160,8 @@ def _flatten(grads: dict, leading: int) -> torch.Tensor:
 
 
 def per_sample_grads(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
-    """g(x) = d p_w(x) / dw for every row x of X, as an (N, P) matrix (vmap over grad)."""
-    model = _check_model(model)
-    X = as_tensor("X", X, ndim=2)
+    """g(x) = d p_w(x) / dw for every row x of X, as an (N, P) matrix (vmap over grad) (Chapter 16)."""
+    model, X = _model_inputs(model, X)
     params = _params(model)
 
     def output(p, x):
@@ -190,13 +178,13 @@ def _loss(p_hat: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
 
 def per_target_grads(model: nn.Module, X: torch.Tensor, Y: torch.Tensor,
                      loss: str = "square") -> torch.Tensor:
-    """Gradient of F_h(w) = mean_x loss(p_w(x), h(x)) for every target row h of Y: (T, P).
+    """Gradient of F_h(w) = mean_x loss(p_w(x), h(x)) for every target row h of Y: (T, P) (Chapter 16).
 
-    ``Y`` is (T, N): target values on the rows of X. One vmap over targets of grad.
+    ``Y`` is (T, N): target values on the rows of X. One vmap over targets of
+    grad; the brute-force reference for :func:`family_gradients`.
     """
-    model = _check_model(model)
-    X = as_tensor("X", X, ndim=2)
-    Y = as_tensor("Y", Y, ndim=2, dtype=X.dtype)
+    model, X = _model_inputs(model, X)
+    Y = as_tensor("Y", Y, ndim=2, floating=True).to(X)
     loss = check_choice("loss", loss, LOSSES)
     if Y.shape[1] != X.shape[0]:
         raise ValueError(f"Y must have one column per row of X ({X.shape[0]}), got shape {tuple(Y.shape)}")
@@ -209,16 +197,12 @@ def per_target_grads(model: nn.Module, X: torch.Tensor, Y: torch.Tensor,
 
 
 def family_gradients(model: nn.Module, d: int) -> torch.Tensor:
-    """Square-loss population gradient nabla F_v(w) for all 2^d parity targets v, shape (2^d, P).
+    """Square-loss population gradient nabla F_S(w) for all 2^d parity targets S, shape (2^d, P) (Chapter 16).
 
-    nabla F_v = E_x[p g] - E_x[chi_v g], and the second term for all v at once is a
+    nabla F_S = E_x[p g] - E_x[chi_S g], and the second term for all S at once is a
     Walsh-Hadamard transform of the per-sample gradients: O(P d 2^d) instead of O(P 4^d).
     """
-    d = check_int("d", d, minimum=1, maximum=20)
-    model = _check_model(model)
-    dtype = next(model.parameters()).dtype
-    device = next(model.parameters()).device
-    X = all_inputs(d, dtype=dtype, device=device)
+    d, X = _check_width(model, d)
     G = per_sample_grads(model, X)                              # (2^d, P)
     with torch.no_grad():
         p_hat = model(X).reshape(-1)
@@ -227,91 +211,145 @@ def family_gradients(model: nn.Module, d: int) -> torch.Tensor:
 
 
 def family_variance(model: nn.Module, d: int) -> float:
-    """Var(H, F, w) = E_v ||nabla F_v - E_v' nabla F_v'||^2 over all 2^d parities (square loss)."""
+    """Var(H, F, w) = E_S ||nabla F_S - E_S' nabla F_S'||^2 over all 2^d parities, square loss (Chapter 16)."""
     grads = family_gradients(model, d)
     return ((grads - grads.mean(dim=0)) ** 2).sum(dim=1).mean().item()
 
 
-def variance_identity(model: nn.Module, d: int) -> dict:
-    """The closed form E_x||g||^2 / 2^d - ||g(1)||^2 / 4^d and the bound G^2 / 2^d.
+class VarianceIdentity(NamedTuple):
+    """The closed form of the variance across all parities, the bound of Theorem 1 and E||g||^2 (Chapter 16)."""
+
+    identity: float     # E_x ||g||^2 / 2^d - ||g(1)||^2 / 4^d
+    bound: float        # G^2 / 2^d with G^2 = E_x ||g||^2
+    G2: float           # E_x ||g(x)||^2
+
+
+def variance_identity(model: nn.Module, d: int) -> VarianceIdentity:
+    """The closed form E_x||g||^2 / 2^d - ||g(1)||^2 / 4^d and the bound G^2 / 2^d (Chapter 16).
 
     Parseval for the complete parity basis turns Theorem 1's Bessel inequality into
     this equality; 1 = (1, ..., 1) is the input where every parity equals +1.
-    Returns {"identity", "bound", "G2"}; one pass of per-sample gradients.
+    One pass of per-sample gradients.
     """
-    d = check_int("d", d, minimum=1, maximum=20)
-    model = _check_model(model)
-    p0 = next(model.parameters())
-    G = per_sample_grads(model, all_inputs(d, dtype=p0.dtype, device=p0.device))
+    d, X = _check_width(model, d)
+    G = per_sample_grads(model, X)
     G2 = (G**2).sum(dim=1).mean().item()
-    at_ones = (G[0] ** 2).sum().item()                          # row 0 of all_inputs is (1, ..., 1)
-    return {"identity": G2 / 2**d - at_ones / 4**d, "bound": G2 / 2**d, "G2": G2}
+    at_ones = (G[0] ** 2).sum().item()                          # row 0 of the cube is (1, ..., 1)
+    return VarianceIdentity(G2 / 2**d - at_ones / 4**d, G2 / 2**d, G2)
+
+
+class GradientNoise(NamedTuple):
+    """Mini-batch gradients against the population gradient, for one target (Chapter 16)."""
+
+    noise: float            # mean over batches of ||g_batch - nabla F||^2
+    standard_error: float   # of that mean, across batches
+    population_norm2: float  # ||nabla F||^2, the exact gradient over the whole cube
+
+
+def minibatch_gradient_noise(model: nn.Module, mask: torch.Tensor, batch_size: int, *,
+                             num_batches: int = 500, seed: int = 0) -> GradientNoise:
+    """Measure the noise of SGD's square-loss gradient for the parity target chi_S (Chapter 16).
+
+    Draws ``num_batches`` mini-batches of ``batch_size`` uniform inputs (all index draws at
+    once, from ``seed``) and compares each mini-batch gradient with the exact population
+    gradient over all 2^d inputs. A mini-batch gradient is the mean of its samples' loss
+    gradients (p(x) - chi_S(x)) g(x); the unit tests check it against autograd on each batch.
+    """
+    mask = as_tensor("mask", mask, ndim=1)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a boolean tensor, got {describe(mask)}")
+    d, X = _check_width(model, len(mask))
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    num_batches = check_int("num_batches", num_batches, minimum=2)
+    with torch.no_grad():
+        residual = model(X).reshape(-1) - parity(X, mask.to(X.device))
+    per_sample = residual[:, None] * per_sample_grads(model, X)              # (2^d, P) loss gradients
+    population = per_sample.mean(dim=0)
+    gen = generator(check_int("seed", seed, minimum=0))
+    batches = torch.randint(2**d, (num_batches, batch_size), generator=gen)   # indices into the cube
+    # (num_batches, 2^d): how often each input was drawn into each batch (with replacement).
+    counts = torch.zeros(num_batches, 2**d, dtype=X.dtype)
+    counts.scatter_add_(1, batches, torch.ones_like(batches, dtype=X.dtype))
+    batch_grads = counts.to(X.device) @ per_sample / batch_size           # (num_batches, P)
+    deviations = ((batch_grads - population) ** 2).sum(dim=1)
+    return GradientNoise(deviations.mean().item(), (deviations.std() / num_batches**0.5).item(),
+                         (population**2).sum().item())
 
 
 # ---------------------------------------------------------------------------
 # Learning parities: many independent networks trained as one tensor program
 # ---------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class ParityRuns:
-    """Test accuracy of one network per (d, k) configuration, recorded during training."""
+    """Test accuracy of one network per (d, k) configuration, recorded during training (Chapter 16)."""
 
-    configs: list           # [(d, k), ...]
+    configs: tuple          # ((d, k), ...)
     optimizer: str
     steps: torch.Tensor     # (E,) training steps at which accuracy was measured
     accuracy: torch.Tensor  # (M, E) test accuracy of each network at those steps
 
-    def final(self, d: int, k: int) -> float:
-        """Test accuracy of configuration (d, k) at the end of training."""
-        return self.accuracy[self.configs.index((d, k)), -1].item()
+    def curve(self, d: int, k: int) -> torch.Tensor:
+        """Test accuracy of configuration (d, k) at every recorded step."""
+        if (d, k) not in self.configs:
+            raise ValueError(f"(d, k) must be one of the trained configurations {list(self.configs)}, "
+                             f"got {(d, k)}")
+        return self.accuracy[self.configs.index((d, k))]
+
+    def at(self, d: int, k: int, step: int | None = None) -> float:
+        """Test accuracy of configuration (d, k) at the last recorded step <= ``step`` (default: the end)."""
+        curve = self.curve(d, k)
+        if step is None:
+            return curve[-1].item()
+        index = int((self.steps <= check_int("step", step, minimum=0)).sum()) - 1
+        return curve[index].item()
 
     def steps_to(self, d: int, k: int, level: float = 0.9) -> int | None:
         """First recorded step with accuracy >= level, or None if never reached."""
-        curve = self.accuracy[self.configs.index((d, k))]
-        hits = torch.nonzero(curve >= level)
+        hits = torch.nonzero(self.curve(d, k) >= level)
         return int(self.steps[hits[0, 0]]) if len(hits) else None
 
 
 def _check_configs(configs) -> list:
     if not isinstance(configs, (list, tuple)) or not configs:
-        raise TypeError(f"configs must be a non-empty list of (d, k) pairs, got {configs!r}")
+        raise TypeError(f"configs must be a non-empty list of (d, k) pairs, got {describe(configs)}")
     checked = []
     for pair in configs:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"configs must hold (d, k) pairs, got {pair!r}")
         d = check_int("d in configs", pair[0], minimum=1)
         checked.append((d, check_int("k in configs", pair[1], minimum=1, maximum=d)))
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"configs must not repeat a (d, k) pair, got {checked}")
     return checked
 
 
-def _init_group(num: int, d: int, width: int, gen: torch.Generator, dtype, device) -> list:
-    """Stacked parameters of ``num`` ReLU nets d -> width -> 1, initialised like torch.nn.Linear.
-
-    Each layer draws from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's default.
-    """
-    def uniform(shape, fan_in):
-        return (2 * torch.rand(shape, generator=gen, dtype=dtype) - 1) / math.sqrt(fan_in)
-
-    W1, b1 = uniform((num, width, d), d), uniform((num, width), d)
-    w2, b2 = uniform((num, width), width), uniform((num,), width)
-    return [t.to(device).requires_grad_() for t in (W1, b1, w2, b2)]
+def _stacked_nets(d: int, width: int, seeds: list[int], dtype, device) -> list[torch.Tensor]:
+    """[W1 (M, width, d), b1 (M, width), w2 (M, width), b2 (M,)] of M nets from nets.mlp, one seed each."""
+    layers = [nets.random_layers((d, width, 1), seed=s, dtype=dtype, device=device) for s in seeds]
+    W1 = torch.stack([first.W for first, _ in layers])
+    b1 = torch.stack([first.b for first, _ in layers])
+    w2 = torch.stack([last.W[0] for _, last in layers])
+    b2 = torch.stack([last.b[0] for _, last in layers])
+    return [t.requires_grad_() for t in (W1, b1, w2, b2)]
 
 
 def ensemble_forward(params, X: torch.Tensor) -> torch.Tensor:
-    """Outputs (M, B) of M stacked one-hidden-layer nets [W1, b1, w2, b2] on inputs X (M, B, d)."""
+    """Outputs (M, B) of M stacked one-hidden-layer nets [W1, b1, w2, b2] on inputs X (M, B, d) (Chapter 16)."""
     W1, b1, w2, b2 = params
-    hidden = torch.relu(torch.einsum("mbd,mhd->mbh", X, W1) + b1[:, None, :])   # (M, B, H)
-    return torch.einsum("mbh,mh->mb", hidden, w2) + b2[:, None]
+    hidden = torch.relu(torch.baddbmm(b1[:, None, :], X, W1.transpose(1, 2)))   # (M, B, H)
+    return torch.bmm(hidden, w2[:, :, None])[..., 0] + b2[:, None]              # (M, B)
 
 
 def train_parities(configs, *, optimizer: str = "adam", steps: int = 4000, lr: float | None = None,
                    batch_size: int = 128, width_factor: int = 10, eval_every: int = 250,
                    test_size: int = 2000, seed: int = 0, device="cpu") -> ParityRuns:
-    """Train one ReLU net (width width_factor*d, hinge loss) per (d, k) on fresh parity samples.
+    """Train one ReLU net d -> width_factor*d -> 1 (hinge loss) per (d, k) on fresh parity samples (Chapter 16).
 
     The setting of Shalev-Shwartz et al. (2017), Section 2: x uniform on {-1, +1}^d,
     a hidden random subset of size k, a new mini-batch every step. All nets train at
-    once as one batched program; each has its own data, subset, weights and optimizer state.
+    once as one batched program; each has its own data, subset, weights (nets.mlp's
+    initialisation, seed ``seed + 1 + its index``) and optimizer state.
     """
     configs = _check_configs(configs)
     optimizer = check_choice("optimizer", optimizer, OPTIMIZERS)
@@ -321,16 +359,15 @@ def train_parities(configs, *, optimizer: str = "adam", steps: int = 4000, lr: f
     width_factor = check_int("width_factor", width_factor, minimum=1)
     eval_every = check_int("eval_every", eval_every, minimum=1)
     test_size = check_int("test_size", test_size, minimum=1)
-    gen = generator(seed)
+    gen = generator(check_int("seed", seed, minimum=0))
     dtype = torch.float32
     # Nets with the same d share one stacked tensor program (a "group"); no padding needed.
-    dims = sorted({d for d, _ in configs})
     groups = []
-    for d in dims:
+    for d in sorted({d for d, _ in configs}):
         members = [i for i, (d_i, _) in enumerate(configs) if d_i == d]
         subsets = torch.stack([_random_mask(d, configs[i][1], gen) for i in members]).to(device)
-        groups.append((d, members, subsets, _init_group(len(members), d, width_factor * d, gen,
-                                                       dtype, device)))
+        params = _stacked_nets(d, width_factor * d, [seed + 1 + i for i in members], dtype, device)
+        groups.append((d, members, subsets, params))
 
     def sample(d, subsets, count):
         bits = torch.randint(0, 2, (len(subsets), count, d), generator=gen)
@@ -363,11 +400,4 @@ def train_parities(configs, *, optimizer: str = "adam", steps: int = 4000, lr: f
         opt.step()
         if step % eval_every == 0 or step == steps:
             record(step)
-    return ParityRuns(configs, optimizer, torch.tensor(record_steps), torch.stack(record_acc, dim=1))
-
-
-def _random_mask(d: int, k: int, gen: torch.Generator) -> torch.Tensor:
-    """A uniformly random k-subset of d coordinates, as a boolean mask."""
-    mask = torch.zeros(d, dtype=torch.bool)
-    mask[torch.randperm(d, generator=gen)[:k]] = True
-    return mask
+    return ParityRuns(tuple(configs), optimizer, torch.tensor(record_steps), torch.stack(record_acc, dim=1))

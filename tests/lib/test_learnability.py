@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dlbook import learnability as L
-from dlbook import quadratics
+from dlbook import nets, quadratics
 
 V = torch.tensor([2.0, 2.0], dtype=torch.float64)
 
@@ -17,6 +17,7 @@ def test_cosine_loss_matches_monte_carlo_and_known_values():
     assert L.cosine_loss(torch.zeros(2), V).item() == pytest.approx(1.5 - 2 * math.exp(-4) + 0.5 * math.exp(-16))
     w = torch.tensor([0.7, -0.3], dtype=torch.float64)
     mc, se = L.cosine_loss_mc(w, V, 200_000, seed=2)
+    assert L.cosine_loss_mc(w, V, 200_000, seed=2).standard_error == se
     assert abs(L.cosine_loss(w, V).item() - mc) < 4 * se
 
 
@@ -27,8 +28,11 @@ def test_cosine_grad_matches_autograd_and_batches():
     assert torch.allclose(L.cosine_grad(W.detach(), v), W.grad, atol=1e-12)
 
 
-def test_cosine_hessian_at_minimum_is_identity_and_saddle_is_indefinite():
-    assert torch.allclose(L.cosine_hessian(V, V), torch.eye(2, dtype=torch.float64), atol=1e-5)
+def test_cosine_hessian_at_minimum_matches_the_closed_form_and_saddle_is_indefinite():
+    # At w = v: I + e^{-16} (31 u u^T - (I - u u^T)) with u = v / |v| (the two far bumps).
+    u = V / V.norm()
+    exact = torch.eye(2, dtype=torch.float64) + math.exp(-16) * (32 * torch.outer(u, u) - torch.eye(2))
+    assert torch.allclose(L.cosine_hessian(V, V), exact, atol=1e-14)
     saddle = 2 / math.sqrt(3) * torch.tensor([1.0, -1.0], dtype=torch.float64)
     eig = torch.linalg.eigvalsh(L.cosine_hessian(saddle, V))
     assert eig[0] < 0 < eig[1]
@@ -45,18 +49,37 @@ def test_tuple_data_labels_are_products():
     Z, items, labels = L.tuple_data(50, 3, dim=4, seed=1)
     assert Z.shape == (50, 3, 4) and items.shape == (50, 3)
     assert torch.equal(labels, items.prod(dim=1))
-    _, items_again, _ = L.tuple_data(50, 3, dim=4, seed=1)
-    assert torch.equal(items, items_again)
+    assert torch.equal(items, L.tuple_data(50, 3, dim=4, seed=1).items)
 
 
-def test_item_grad_snr_vanishes_end_to_end_only():
-    assert abs(L.item_grad_snr(3, False, num_batches=50)) < 1e-3
-    assert L.item_grad_snr(3, True, num_batches=50) > 0.01
+def test_tuple_network_is_the_scorer_and_head_of_nets_mlp():
+    p = L.tuple_network(3, dim=4, hidden=5, head=6, seed=2)
+    scorer, head = nets.mlp((4, 5, 1), seed=2), nets.mlp((3, 6, 1), seed=3)
+    Z = torch.randn(7, 3, 4, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = head(torch.sigmoid(scorer(Z)[..., 0]))[..., 0]
+    assert torch.allclose(L._tuple_output(p, Z), expected, atol=1e-6)
+
+
+def test_item_grad_snr_vanishes_end_to_end_only_and_the_naive_estimate_is_biased():
+    end_to_end = L.item_grad_snr(3, False, num_batches=100)
+    assert abs(end_to_end.snr) < 4 * end_to_end.standard_error
+    # The naive mean of ||batch mean||^2 is off by tr(Cov) / batch_size, that is 1 / batch_size in SNR units.
+    assert end_to_end.naive == pytest.approx(end_to_end.snr + 1 / 100, rel=0.3)
+    assert L.item_grad_snr(3, True, num_batches=100).snr > 0.01
+
+
+def test_item_grad_snr_is_unbiased_where_the_mean_is_known():
+    """With the decomposition loss the pooled estimate over many samples is the reference."""
+    small = L.item_grad_snr(2, True, num_batches=400, batch_size=10)
+    large = L.item_grad_snr(2, True, num_batches=40, batch_size=100)
+    assert abs(small.snr - large.snr) < 4 * math.hypot(small.standard_error, large.standard_error)
+    assert small.naive - small.snr > 5 * small.standard_error
 
 
 def test_train_tuples_shapes():
     runs = L.train_tuples((1, 2), steps=20, eval_every=10, test_size=100)
-    assert runs.ks == [1, 2] and runs.steps.tolist() == [0, 10, 20]
+    assert runs.ks == (1, 2) and runs.steps.tolist() == [0, 10, 20]
     assert runs.end_to_end.shape == runs.decomposed.shape == (2, 3)
     # Both nets of one k start from the same weights.
     assert torch.equal(runs.end_to_end[:, 0], runs.decomposed[:, 0])
@@ -71,6 +94,7 @@ def test_second_difference_is_inverse_of_integration():
 
 def test_pwl_curves_structure():
     p, f = L.pwl_curves(20, 30, 3, seed=0)
+    assert torch.equal(L.pwl_curves(20, 30, 3, seed=0).curves, f)
     assert torch.equal((p[:, 1:] != 0).sum(dim=1), torch.full((20,), 3))
     assert torch.allclose(f, p @ L.integration_matrix(30).T)
     patches = L.patch_features(f)
@@ -136,3 +160,19 @@ def test_bad_inputs_raise_clear_errors():
         L.train_staircase(1)
     with pytest.raises(ValueError, match="steps"):
         L.gd_least_squares(torch.eye(2), torch.ones(2), 0)
+    with pytest.raises(ValueError, match="A and b"):
+        L.gd_least_squares(torch.ones(5, 2, dtype=torch.float64), torch.ones(4, dtype=torch.float64), 3)
+    with pytest.raises(ValueError, match="b must have 1"):
+        L.gd_least_squares(torch.ones(5, 2, dtype=torch.float64), torch.ones(5, 1, dtype=torch.float64), 3)
+    with pytest.raises(ValueError, match="A must have at least as many rows"):
+        L.gd_least_squares(torch.ones(1, 2, dtype=torch.float64), torch.ones(1, dtype=torch.float64), 3)
+    with pytest.raises(TypeError, match="A"):
+        L.gd_least_squares(torch.ones(5, 2, dtype=torch.long), torch.ones(5), 3)
+    with pytest.raises(ValueError, match="C must be a square"):
+        L.whitening(torch.ones(2, 3))
+    with pytest.raises(ValueError, match="w must be a single vector"):
+        L.cosine_hessian(torch.zeros(3, 2), V)
+    with pytest.raises(TypeError, match="z"):
+        L.staircase(torch.ones(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="ks"):
+        L.train_tuples((1, 0), steps=1)
