@@ -44,13 +44,18 @@ def _run_student(args) -> int:
 
 
 def _add_grade(subparsers) -> None:
+    from .sandbox import Limits
+    from .submission import MAX_BYTES
+
     parser = subparsers.add_parser(
         "grade", help="grade a folder of submitted notebooks",
-        description="Run every *.ipynb in SUBMISSIONS_DIR in a fresh kernel (its exercise cells "
-                    "only, with the chapter's setup and trusted checks), write a CSV with one "
-                    "row per student and exercise, a summary CSV and a JSON file, and print a "
-                    "table. A broken submission scores zero on the affected exercises with the "
-                    "reason; it never stops the grading.")
+        description="Grade every *.ipynb in SUBMISSIONS_DIR: each submission's exercise cells run "
+                    "in a sandbox (bubblewrap), after the chapter's setup cells; the chapter's checks "
+                    "run in the grader and call the student's functions through a channel that "
+                    "carries plain values. Writes a CSV with one row per student and exercise, a "
+                    "summary CSV and a JSON file, and prints a table. A broken or dishonest "
+                    "submission scores zero on the affected exercises with the reason; it never "
+                    "stops the grading.")
     parser.add_argument("submissions", metavar="SUBMISSIONS_DIR")
     parser.add_argument("--chapter", required=True,
                         help="the reference chapter notebook, with solutions (e.g. "
@@ -61,22 +66,32 @@ def _add_grade(subparsers) -> None:
     parser.add_argument("--timeout", type=float, default=120,
                         help="time limit per notebook in seconds (default: %(default)s)")
     parser.add_argument("--cell-timeout", type=float, default=30,
-                        help="time limit per exercise cell and per check in seconds "
-                             "(default: %(default)s)")
+                        help="time limit per exercise cell, and for the calls of one check, in "
+                             "seconds (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="submissions graded at the same time (default: %(default)s)")
-    parser.add_argument("--keep", metavar="DIR", default=None,
-                        help="keep the executed grading notebooks in DIR, for inspection")
+    parser.add_argument("--memory-mb", type=int, default=Limits.memory_mb,
+                        help="memory (address space) of each sandboxed process in MB "
+                             "(default: %(default)s)")
+    parser.add_argument("--max-size-mb", type=float, default=MAX_BYTES / 2**20,
+                        help="larger submissions are not read (default: %(default)g)")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="grade without bubblewrap: submitted code then runs as an ordinary "
+                             "process that can read and change your files, use the network and "
+                             "leave processes running (the scores stay honest)")
     parser.set_defaults(func=_run_grade)
 
 
 def _run_grade(args) -> int:
-    from .grader import grade_folder
+    from .grader import SandboxUnavailable, grade_folder
+    from .sandbox import Limits
 
     try:
         grade_folder(args.submissions, args.chapter, args.out, timeout_per_notebook=args.timeout,
-                     timeout_per_cell=args.cell_timeout, jobs=args.jobs, keep_dir=args.keep)
-    except (ValueError, OSError) as err:
+                     timeout_per_cell=args.cell_timeout, jobs=args.jobs,
+                     limits=Limits(memory_mb=args.memory_mb), max_bytes=int(args.max_size_mb * 2**20),
+                     unsafe_no_sandbox=args.unsafe_no_sandbox)
+    except (ValueError, OSError, SandboxUnavailable) as err:
         print(f"dlbook grade: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -1,81 +1,124 @@
-"""Grade a folder of submitted notebooks against a chapter's checks.
+"""Grade a folder of submitted notebooks against a chapter's checks; no submitted code runs here.
 
-For each submission (``*.ipynb``; the student's name is the file stem) the
-grader builds a *grading notebook* from trusted parts only:
+For each submission (``*.ipynb``; the student's name is the file stem):
 
-1. a preamble it writes itself, which captures the checks from the dlbook
-   registry (dlbook.coursework.recorder) before any submitted code runs;
-2. the setup cell(s) of the REFERENCE chapter (tag ``setup``);
-3. for each exercise, in the reference's order: the submission's exercise
-   cell (found by cell id, else by ``dlbook.exercise`` metadata, else by the
-   cell that defines the function), then a trusted record cell that runs the
-   captured check on the student's function and appends a JSON line to a
-   results file.
+1. The path is checked (symbolic links, folders, special files and files
+   over the size cap are reported, never opened) and the notebook is parsed
+   in a child process with memory and time limits (:mod:`.submission`).
+2. Each exercise of the reference chapter is looked up in the submission:
+   the code cell with id ``exercise-N-k`` (the last one if the id repeats,
+   which is reported), else the cell with ``dlbook.exercise`` metadata, else
+   a cell that defines the function. Nothing else of the submission runs.
+3. A worker starts in a sandbox (:mod:`.sandbox`): it runs the reference
+   chapter's setup cells, then each exercise cell in the book's order.
+4. After each exercise cell, that exercise's registered check runs HERE, in
+   the grader, on a proxy of the student's function: each call sends the
+   arguments to the worker, which calls the student's function and sends the
+   result back (:mod:`.channel`: plain values only, never pickle). The check
+   compares with expectations it computes itself. The exercise passes when
+   every case passed (a check that ran no case fails).
 
-Nothing else of the submission runs: its check cells, prints and other cells
-are ignored, so a score never comes from what the submission prints, and
-reordered cells do not matter. The notebook runs with nbclient in a fresh
-kernel, in a subprocess, with a time limit per cell (the kernel is
-interrupted) and per notebook (runner and kernel are killed). An exercise
-cell must run without error: a cell that raises or times out scores zero
-even if it defined the function. If the kernel dies or cannot be interrupted,
-the remaining exercises are graded in a fresh kernel while time is left.
+If the worker dies or misses a time limit, the exercise it was on fails with
+the reason, and the remaining exercises are graded in a fresh worker (the
+exercise cells that ran cleanly before are run again first, so helpers
+defined there still exist). Every status has one reason, in :data:`REASONS`;
+the notes in brackets after a reason explain common mistakes (a solution
+written in another cell, a helper the grader does not run, repeated cell
+ids, a blocked library function named in the cell).
+
+Threat model. Defended: a submission cannot see or change what decides its
+score or anyone else's. Expected values, the checks and the reference
+solutions never enter the worker (its copy of dlbook has no checks and no
+grader); the worker sees no repository, no reference notebook, no other
+submission and no output folder; it has no network; it can write only its
+own scratch folder, with limits on memory, processes, file size, CPU and
+time; every process it starts dies with it; what it prints or writes never
+reaches the grades; its answers are decoded as plain values, so it cannot
+run code in the grader. The library functions an exercise blocks raise
+ShortcutError while that exercise's cell and calls run, as in the notebook.
+
+Still out of reach: a student who copies a library function's source (or
+clones its code object in an earlier cell) is not caught by the block, only
+noted when the cell names the blocked function; a submission can learn the
+inputs a check sends and could memorise answers computed elsewhere (hard-coded
+answers to the visible cases are a matter for the checks' hidden cases);
+plagiarism between students; attacks on the Linux kernel or bubblewrap
+themselves. Without bubblewrap (``unsafe_no_sandbox``) only the first of
+these guarantees holds: the expected values still never reach the student's
+process, but the submission can read and change the instructor's files,
+use the network and leave processes behind.
 
 Outputs: ``grades.csv`` (student, exercise, points, max_points, passed,
-reason: one row per student and exercise), ``grades_summary.csv`` (one row
-per student: points per exercise and total), ``grades.json`` (everything,
-machine-readable) and a table printed to stdout.
+reason: one row per submission and exercise), ``grades_summary.csv``,
+``grades.json`` and a table printed to stdout (:mod:`.report`).
 """
 from __future__ import annotations
 
-import csv
-import json
+import builtins
 import os
 import re
-import secrets
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
 
 from ..exercises import core
+from . import channel
 from .notebook import exercise_cells, setup_cells
-from .runner import ROLE_KEY
+from .report import Row, fmt, printable, summary_path, summary_table, write_outputs
+from .sandbox import Limits, Sandbox, SandboxUnavailable, WorkerDied, WorkerTimeout
+from .submission import MAX_BYTES, Cell, NotANotebook, NotGradable, read_submission
 
-#: The runner executes each grading notebook in its own process. It is run by
-#: path, so that its start-up does not import torch through the dlbook package.
-RUNNER = Path(__file__).with_name("runner.py")
-#: Exercise cells that mention these are flagged "review" (not penalised).
-SUSPICIOUS = re.compile(r"dlbook\.exercises|from\s+dlbook\s+import\s+exercises|_dlbook|\bgc\b|"
-                        r"sys\.modules|builtins|__code__|__closure__|__globals__|globals\(\)|"
-                        r"setattr\(|importlib|inspect\.|os\.kill|signal\.")
+#: Seconds each setup cell of the reference may take (imports are slow on a busy machine).
+SETUP_TIMEOUT = 120
+
+#: The reason for each way an exercise can end; fields in braces are filled in.
+REASONS = {
+    "passed": "passed ({cases} cases)",
+    "failed": "{message}",
+    "not-gradable": "not graded: {why}",
+    "unreadable": "not a readable notebook: {why}",
+    "missing": "exercise cell missing (deleted?)",
+    "cell-error": "{error}",
+    "cell-timeout": "time limit exceeded: the exercise cell ran longer than {cell_limit} s",
+    "cell-died": "the worker died while running the exercise cell: {how}",
+    "undefined": "function {function} not defined",
+    "not-callable": "{function} is not a function (the exercise cell made it a {kind})",
+    "out-of-time": "time limit exceeded: the notebook's limit of {notebook_limit} s was reached {when}",
+    "setup-failed": "grading error: the chapter's setup cell failed ({error})",
+    "setup-timeout": "grading error: the chapter's setup cell ran longer than {limit} s",
+    "no-worker": "grading error: the sandbox did not start ({how})",
+    "grading-error": "grading error: {error}",
+}
+
+#: How a call of the student's function can fail in the channel (the case fails with this text).
+CALL_FAILURES = {
+    "timeout": "time limit exceeded: {function} gave no answer within the {limit} s a check may take "
+               "(an infinite loop?)",
+    "out-of-time": "time limit exceeded: the notebook's limit of {limit} s was reached while checking {function}",
+    "died": "the worker died while running {function}: {how}",
+    "unsupported": "{function} returned a value of type {type} that the grader cannot check (it takes "
+                   "numbers, strings, lists, tuples, dicts, NumPy arrays and tensors)",
+    "too-large": "{function} returned a value too large for the grader ({detail})",
+    "bad-argument": "grading error: the check passed {function} a value the channel cannot carry "
+                    "({type}), which is a bug in the check",
+}
 
 
-@dataclass
-class Row:
-    """One student's result on one exercise."""
+# ---------------------------------------------------------------------------
+# The reference chapter
+# ---------------------------------------------------------------------------
 
-    student: str
-    exercise: str
-    points: float
-    max_points: float
-    passed: bool
-    reason: str
-
-
-@dataclass
+@dataclass(frozen=True)
 class _RefExercise:
     exercise_id: str
     cell_id: str | None
     function_name: str
     points: float
+    blocked: tuple[str, ...]
 
 
 @dataclass
@@ -98,197 +141,293 @@ class Reference:
         exercises = []
         for cell in found:
             ex = core.get_exercise(cell.exercise_id)  # ValueError if the chapter has no check
-            exercises.append(_RefExercise(ex.id, cell.cell_id, ex.function_name, ex.points))
+            exercises.append(_RefExercise(ex.id, cell.cell_id, ex.function_name, ex.points, ex.blocked))
         setup = [nb.cells[i].source for i in setup_cells(nb)]
         return cls(path, setup, exercises)
 
+
+# ---------------------------------------------------------------------------
+# One exercise of one submission
+# ---------------------------------------------------------------------------
 
 @dataclass
 class _Item:
     """An exercise to grade in one submission, and what happened to it."""
 
     ref: _RefExercise
-    source: str | None = None
-    passed: bool = False
-    points: float = 0
-    reason: str | None = None  # None while unresolved
-    cases: str = ""
-    flags: list[str] = field(default_factory=list)
+    cell: Cell | None = None
+    status: str | None = None   # a key of REASONS; None while pending
+    fields: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    ran_cleanly: bool = False   # its cell ran without error (run again in a fresh worker)
+
+    def resolve(self, status: str, **fields) -> None:
+        self.status, self.fields = status, fields
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def reason(self) -> str:
+        text = REASONS[self.status].format(**self.fields)
+        return printable(text + "".join(f" [{note}]" for note in self.notes))
+
+
+def _find_cell(cells: list[Cell], ref: _RefExercise) -> tuple[Cell | None, str | None]:
+    """The submission's cell for an exercise, and a note when its id repeats."""
+    same_id = [c for c in cells if ref.cell_id and c.id == ref.cell_id]
+    if len(same_id) > 1:
+        return same_id[-1], (f"the notebook has {len(same_id)} cells with id {ref.cell_id}; "
+                             f"the grader used the last one")
+    if same_id:
+        return same_id[0], None
+    by_meta = [c for c in cells if c.exercise == ref.exercise_id]
+    if by_meta:
+        return by_meta[-1], None
+    by_def = [c for c in cells if ref.function_name in c.defines]
+    return (by_def[0] if by_def else None), None
+
+
+def _blocked_mentions(source: str, blocked) -> list[str]:
+    """The blocked dotted names a cell refers to (the full name, or module and function)."""
+    found = []
+    for dotted in blocked:
+        module, _, name = dotted.rpartition(".")
+        short_module = module.rpartition(".")[2]
+        if dotted in source or (re.search(rf"\b{re.escape(name)}\b", source)
+                                and re.search(rf"\b{re.escape(short_module)}\b", source)):
+            found.append(dotted)
+    return found
+
+
+def _cell_label(cell: Cell) -> str:
+    return f"cell {cell.index + 1}" + (f" (id {cell.id})" if cell.id else "")
+
+
+def _hints(item: _Item, cells: list[Cell], graded: set) -> list[str]:
+    """Notes that explain a failure caused by the cells the grader ignores."""
+    if item.passed or item.cell is None:
+        return []
+    reason = REASONS[item.status].format(**item.fields)
+    others = [c for c in cells if c.index != item.cell.index]
+    notes = []
+    if "NotImplementedError" in reason:
+        definers = [c for c in others if item.ref.function_name in c.defines]
+        if definers:
+            notes.append(f"the exercise cell still raises NotImplementedError, but {_cell_label(definers[-1])} "
+                         f"defines {item.ref.function_name}: the grader runs only the exercise cell, so "
+                         f"write the solution there")
+    for name in dict.fromkeys(re.findall(r"NameError: name '(\w+)' is not defined", reason)):
+        definers = [c for c in others if name in c.defines and c.index not in graded]
+        if definers:
+            notes.append(f"{name} is defined in {_cell_label(definers[0])}, which the grader does not run "
+                         f"(it runs the chapter's setup and the exercise cells only): define it in the "
+                         f"exercise cell")
+    return notes
 
 
 # ---------------------------------------------------------------------------
-# Reading a submission
+# The student's function, seen from the check
 # ---------------------------------------------------------------------------
 
-def _read_submission(path: Path):
-    """The notebook, or raise ValueError with a short reason."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"cannot read the file ({err.strerror})") from None
-    if not data.strip():
-        raise ValueError("the file is empty")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"not valid JSON ({err})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
-        raise ValueError("the JSON is not a notebook (it has no list of cells)")
-    try:
-        nb = nbformat.reads(text, as_version=4)
-    except Exception as err:  # validation errors, anything odd
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"{type(err).__name__}: {message[:150]}") from None
-    cells = nb.get("cells") if isinstance(nb, dict) else None
-    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-        raise ValueError("the JSON has no list of cells")
-    return nb
+@lru_cache(maxsize=None)
+def _exception_class(name: str, base: type) -> type:
+    """An exception class that prints as the student's (a subclass of the builtin of that name)."""
+    return type(name, (base,), {"__module__": "submission", "__str__": lambda self: str(self.args[0])})
 
 
-def _find_cell(cells, ref: _RefExercise):
-    """The submission's cell for an exercise: by id, by metadata, by function definition."""
-    code = [c for c in cells if c.get("cell_type") == "code" and isinstance(c.get("source"), str)]
-    if ref.cell_id:
-        for cell in code:
-            if cell.get("id") == ref.cell_id:
-                return cell
-    for cell in code:
-        meta = cell.get("metadata", {}).get("dlbook")
-        if isinstance(meta, dict) and meta.get("exercise") == ref.exercise_id:
-            return cell
-    pattern = re.compile(rf"^\s*def\s+{re.escape(ref.function_name)}\s*\(", re.MULTILINE)
-    for cell in code:
-        if pattern.search(cell["source"]):
-            return cell
-    return None
+def _student_exception(reply: dict) -> Exception:
+    name, text = str(reply.get("ename", "Exception")), str(reply.get("evalue", ""))
+    if reply.get("shortcut") is True:
+        return core.ShortcutError(text)
+    base = getattr(builtins, name, None)
+    if not (isinstance(base, type) and issubclass(base, Exception)):
+        base = Exception
+    return _exception_class(name if name.isidentifier() else "Exception", base)(text)
 
 
-# ---------------------------------------------------------------------------
-# Building and running the grading notebook
-# ---------------------------------------------------------------------------
+class _Answer:
+    """What the check calls instead of the student's function: each call goes to the worker.
 
-def _grading_notebook(reference: Reference, items: list[_Item], results_path: Path):
-    """The trusted notebook for ``items``; returns it and the role of each cell."""
-    recorder = f"_dlbook_record_{secrets.token_hex(8)}"
-    ids = [item.ref.exercise_id for item in items]
-    preamble = (
-        "# dlbook grader preamble (trusted): capture the checks before any submitted code runs\n"
-        "from dlbook.coursework.recorder import make_recorder as _dlbook_make_recorder\n"
-        f"{recorder} = _dlbook_make_recorder({str(results_path)!r}, globals(), {ids!r})\n"
-        "del _dlbook_make_recorder\n"
-    )
-    cells, roles = [], []
+    A call that cannot be answered (time limit, dead worker, a value the
+    channel cannot carry) fails its case with CaseFailure and marks the
+    exercise failed, even if the check were to catch the exception.
+    """
 
-    def add(source, role, exercise_id=None):
-        cell = nbformat.v4.new_code_cell(source)
-        cell.metadata[ROLE_KEY] = {"role": role, "exercise": exercise_id}
-        cells.append(cell)
-        roles.append((role, exercise_id))
+    def __init__(self, session: "_Session", item: _Item):
+        self.session, self.item = session, item
+        self.function = item.ref.function_name
+        self.spent = 0.0
+        self.failure: str | None = None
 
-    add(preamble, "preamble")
-    for source in reference.setup_sources:
-        add(source, "setup")
-    for item in items:
-        add(item.source, "student", item.ref.exercise_id)
-        add(f"{recorder}({item.ref.exercise_id!r})", "record", item.ref.exercise_id)
-    nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    return nb, roles
+    def _fail(self, kind: str, **fields):
+        self.failure = CALL_FAILURES[kind].format(function=self.function, **fields)
+        raise core.CaseFailure(self.failure)
 
-
-def _kill_group(pid: int | None) -> None:
-    if not pid:
-        return
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    records = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return records
-    for line in text.splitlines():
+    def __call__(self, *args, **kwargs):
+        if self.failure is not None:
+            raise core.CaseFailure(self.failure)
+        session = self.session
         try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
-@dataclass
-class _Segment:
-    statuses: dict          # cell index -> progress record
-    started: set            # cell indexes that started
-    results: list           # records from the results file
-    finished: bool          # the runner executed every cell
-    killed: bool            # the notebook deadline was reached
-    log: str
-
-
-def _run_segment(reference, items, budget, timeout_per_cell, keep_path=None) -> tuple[_Segment, list]:
-    private = Path(tempfile.mkdtemp(prefix="dlbook-grade-"))
-    try:
-        work = private / "work"  # the kernel's cwd; the results file lives elsewhere
-        work.mkdir()
-        results_path = private / f"results-{secrets.token_hex(8)}.jsonl"
-        progress_path = private / "progress.jsonl"
-        nb, roles = _grading_notebook(reference, items, results_path)
-        nb_path, executed_path = private / "grading.ipynb", private / "executed.ipynb"
-        nbformat.write(nb, str(nb_path))
-        env = {k: v for k, v in os.environ.items() if k != core.CHECKS_ENV}
-        env["MPLBACKEND"] = "Agg"
-        env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-        cmd = [sys.executable, "-c",
-               "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')", str(RUNNER),
-               str(nb_path), str(executed_path), str(progress_path), str(int(timeout_per_cell)),
-               str(work)]
-        killed = False
-        with open(private / "runner.log", "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    cwd=str(work), start_new_session=True)
+            message = {"op": "call", "exercise": self.item.ref.exercise_id,
+                       "args": channel.encode(list(args)), "kwargs": channel.encode(kwargs)}
+        except channel.Unsupported as err:
+            self._fail("bad-argument", type=err.type_name)
+        check_left = session.cell_limit - self.spent
+        timeout = min(check_left, session.left())
+        started = time.monotonic()
+        try:
+            reply = session.request(message, timeout)
+        except WorkerTimeout:
+            if check_left <= session.left():
+                self._fail("timeout", limit=fmt(session.cell_limit))
+            self._fail("out-of-time", limit=fmt(session.notebook_limit))
+        except WorkerDied as err:
+            self._fail("died", how=err)
+        finally:
+            self.spent += time.monotonic() - started
+        status = reply.get("status")
+        if status == "ok":
             try:
-                proc.wait(timeout=max(budget, 1))
-            except subprocess.TimeoutExpired:
-                killed = True
-            finally:  # also when the grader itself is interrupted
-                if proc.poll() is None:
-                    _kill_group(proc.pid)
-                    proc.wait()
-        progress = _read_jsonl(progress_path)
-        for record in progress:  # whatever the kernel left running (or spawned) goes
-            if record.get("event") == "kernel":
-                _kill_group(record.get("pid"))
-        statuses, started = {}, set()
-        for record in progress:
-            if record.get("event") == "cell":
-                statuses.setdefault(record.get("index"), record)
-            elif record.get("event") == "start":
-                started.add(record.get("index"))
-        finished = any(r.get("event") == "done" for r in progress)
-        log_text = (private / "runner.log").read_text(encoding="utf-8", errors="replace")
-        if keep_path is not None and executed_path.exists():
-            shutil.copy(executed_path, keep_path)
-        segment = _Segment(statuses, started, _read_jsonl(results_path), finished, killed,
-                           log_text[-2000:])
-        return segment, roles
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+                return channel.decode(reply.get("value"))
+            except channel.ChannelError as err:
+                session.stop_worker()
+                self._fail("died", how=f"it sent a value the grader cannot read ({err})")
+        if status == "raised":
+            raise _student_exception(reply)
+        if status == "unsupported":
+            self._fail("unsupported", type=printable(reply.get("type", "?"), 100))
+        if status == "too-large":
+            self._fail("too-large", detail=printable(reply.get("evalue", ""), 200))
+        session.stop_worker()
+        self._fail("died", how=f"it answered with an unknown status {printable(status, 50)!r}")
 
 
-def _error_text(status: dict) -> str:
-    ename = status.get("ename") or "Error"
-    evalue = status.get("evalue") or ""
-    # "invalid syntax (3209573.py, line 3)" -> "invalid syntax (line 3)"
+# ---------------------------------------------------------------------------
+# Grading one submission
+# ---------------------------------------------------------------------------
+
+class _Stop(Exception):
+    """Every pending exercise ends with this status (the setup failed, the time is up)."""
+
+    def __init__(self, status: str, **fields):
+        super().__init__(status)
+        self.status, self.fields = status, fields
+
+
+class _Session:
+    """One submission's grading: its worker, the time left and the order of work."""
+
+    def __init__(self, sandbox: Sandbox, reference: Reference, notebook_limit: float, cell_limit: float):
+        self.sandbox, self.reference = sandbox, reference
+        self.notebook_limit, self.cell_limit = notebook_limit, cell_limit
+        self.deadline = time.monotonic() + notebook_limit
+        self.worker = None
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def out_of_time(self, when: str) -> _Stop:
+        return _Stop("out-of-time", notebook_limit=fmt(self.notebook_limit), when=when)
+
+    def request(self, message: dict, timeout: float) -> dict:
+        """The worker's answer; on WorkerTimeout/WorkerDied the worker is gone."""
+        try:
+            return self.worker.request(message, timeout)
+        except (WorkerTimeout, WorkerDied):
+            self.worker = None
+            raise
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+    def start_worker(self, replay: list[_Item]) -> None:
+        """A fresh worker with the setup cells run and ``replay``'s cells run again."""
+        if self.left() < 1:
+            raise self.out_of_time("before this exercise ran")
+        try:
+            self.worker = self.sandbox.start(timeout=min(self.left(), 60))
+        except WorkerTimeout:
+            raise (self.out_of_time("before the exercises ran") if self.left() < 1 else
+                   _Stop("no-worker", how="it did not get ready in time")) from None
+        except WorkerDied as err:
+            raise _Stop("no-worker", how=str(err)) from None
+        for source in self.reference.setup_sources:
+            limit = min(self.left(), SETUP_TIMEOUT)
+            try:
+                reply = self.request({"op": "run", "source": source}, limit)
+            except WorkerTimeout:
+                raise (self.out_of_time("before the exercises ran") if self.left() < 1 else
+                       _Stop("setup-timeout", limit=fmt(SETUP_TIMEOUT))) from None
+            except WorkerDied as err:
+                raise _Stop("setup-failed", error=f"the worker died: {err}") from None
+            if reply.get("status") != "ok":
+                raise _Stop("setup-failed", error=_error_text(reply))
+        for item in replay:
+            try:
+                self.request(self._run_message(item), min(self.left(), self.cell_limit))
+            except (WorkerTimeout, WorkerDied):  # it ran before; not now: go on without it
+                item.ran_cleanly = False
+                return self.start_worker([i for i in replay if i.ran_cleanly])
+
+    @staticmethod
+    def _run_message(item: _Item) -> dict:
+        ref = item.ref
+        return {"op": "run", "source": item.cell.source, "exercise": ref.exercise_id,
+                "function": ref.function_name, "blocked": list(ref.blocked)}
+
+    def grade(self, items: list[_Item]) -> None:
+        """Resolve every pending item, starting fresh workers as needed."""
+        pending = [item for item in items if item.status is None]
+        try:
+            while pending:
+                try:
+                    self.start_worker([i for i in items if i.ran_cleanly])
+                except _Stop as stop:
+                    for item in pending:
+                        item.resolve(stop.status, **stop.fields)
+                    return
+                while pending and self.worker is not None:
+                    self.grade_item(pending.pop(0))
+        finally:
+            self.stop_worker()
+
+    def grade_item(self, item: _Item) -> None:
+        """Run the item's cell in the worker, then its check here."""
+        ref = item.ref
+        timeout = min(self.cell_limit, self.left())
+        try:
+            reply = self.request(self._run_message(item), timeout)
+        except WorkerTimeout:
+            if timeout < self.cell_limit:
+                return item.resolve("out-of-time", notebook_limit=fmt(self.notebook_limit),
+                                    when="while running this exercise cell")
+            return item.resolve("cell-timeout", cell_limit=fmt(self.cell_limit))
+        except WorkerDied as err:
+            return item.resolve("cell-died", how=err)
+        if reply.get("status") != "ok":
+            return item.resolve("cell-error", error=_error_text(reply))
+        item.ran_cleanly = True
+        function = reply.get("function")
+        if function == "missing":
+            return item.resolve("undefined", function=ref.function_name)
+        if function != "defined":
+            return item.resolve("not-callable", function=ref.function_name, kind=printable(function, 100))
+        answer = _Answer(self, item)
+        result = core.run_exercise(core.get_exercise(ref.exercise_id), answer, block_shortcuts=False)
+        if result.passed and answer.failure is None and result.cases_passed == result.cases_total > 0:
+            return item.resolve("passed", cases=f"{result.cases_passed}/{result.cases_total}")
+        item.resolve("failed", message=result.message if not result.passed else answer.failure)
+
+
+def _error_text(reply: dict) -> str:
+    """ "SyntaxError: invalid syntax (line 3)" from a worker's error answer."""
+    ename = printable(reply.get("ename") or "Error", 100)
+    evalue = str(reply.get("evalue") or "")
+    # "invalid syntax (<ipython-input-1-62500c5ef28b>, line 3)" -> "invalid syntax (line 3)"
     evalue = re.sub(r"\((?:[^(),]*), line (\d+)\)", r"(line \1)", evalue)
     evalue = evalue.strip().splitlines()[0] if evalue.strip() else ""
     if len(evalue) > 200:
@@ -296,150 +435,38 @@ def _error_text(status: dict) -> str:
     return f"{ename}: {evalue}" if evalue else ename
 
 
-def _resolve(items, segment: _Segment, roles, timeout_per_cell, timeout_per_notebook):
-    """Set the outcome of every item the segment decided; return those still pending."""
-    timeout_per_cell, timeout_per_notebook = _fmt(timeout_per_cell), _fmt(timeout_per_notebook)
-    index_of = {}
-    for index, (role, exercise_id) in enumerate(roles):
-        index_of[(role, exercise_id)] = index
-    trusted = [i for i, (role, _) in enumerate(roles) if role in ("preamble", "setup")]
-    for index in trusted:
-        status = segment.statuses.get(index)
-        if status is None or status.get("status") != "ok":
-            if status is None and segment.killed:
-                why = (f"time limit exceeded: the notebook's limit of {timeout_per_notebook} s "
-                       "was reached before the exercises ran")
-            elif status is None:
-                why = ("grading error: the kernel did not start or the runner failed "
-                       f"({segment.log.strip().splitlines()[-1] if segment.log.strip() else 'no log'})")
-            elif roles[index][0] == "preamble":
-                why = f"grading error: the grader's preamble failed ({_error_text(status)})"
-            else:
-                why = f"grading error: the chapter's setup cell failed ({_error_text(status)})"
-            for item in items:
-                item.reason = item.reason or why
-            return []
-
-    results = {}
-    for record in segment.results:
-        results.setdefault(record.get("exercise"), []).append(record)
-    pending = []
-    stopped = False
-    for item in items:
-        eid = item.ref.exercise_id
-        fn = item.ref.function_name
-        if stopped:
-            pending.append(item)
-            continue
-        s_index, r_index = index_of[("student", eid)], index_of[("record", eid)]
-        s_status, r_status = segment.statuses.get(s_index), segment.statuses.get(r_index)
-        if s_status is None or (s_status.get("status") == "ok" and r_status is None):
-            running = s_index if s_status is None else r_index
-            if segment.killed and running in segment.started:
-                where = "this exercise cell" if running == s_index else f"the check of {fn}"
-                item.reason = (f"time limit exceeded: the notebook's limit of "
-                               f"{timeout_per_notebook} s was reached while running {where}")
-                stopped = True
-            elif segment.killed:
-                item.reason = (f"time limit exceeded: the notebook's limit of "
-                               f"{timeout_per_notebook} s was reached before this exercise ran")
-            else:  # the runner stopped (kernel died or was stuck) before this item
-                pending.append(item)
-                stopped = True
-            continue
-        state = s_status.get("status")
-        if state == "timeout":
-            item.reason = (f"time limit exceeded: the exercise cell ran longer than "
-                           f"{timeout_per_cell} s")
-        elif state == "stuck":
-            item.reason = (f"time limit exceeded: the exercise cell ran longer than "
-                           f"{timeout_per_cell} s and could not be interrupted")
-        elif state == "dead":
-            item.reason = "the kernel died while running the exercise cell (exit(), a crash or out of memory?)"
-        elif state == "runner-error":
-            item.reason = f"grading error while running the exercise cell: {_error_text(s_status)}"
-        elif state != "ok":
-            item.reason = _error_text(s_status)
-        if state in ("stuck", "dead", "runner-error"):
-            stopped = True
-            continue
-        if state != "ok":
-            continue
-        rstate = r_status.get("status")
-        if rstate in ("timeout", "stuck"):
-            item.reason = (f"time limit exceeded: checking {fn} took longer than "
-                           f"{timeout_per_cell} s (an infinite loop?)")
-            stopped = rstate == "stuck"
-            continue
-        if rstate in ("dead", "runner-error"):
-            item.reason = (f"the kernel died while checking {fn}" if rstate == "dead" else
-                           f"grading error while checking {fn}: {_error_text(r_status)}")
-            stopped = True
-            continue
-        if rstate != "ok":
-            item.reason = f"the check could not run: {_error_text(r_status)}"
-            continue
-        records = results.get(eid, [])
-        if len(records) != 1:
-            item.reason = ("no result was recorded" if not records
-                           else "results were tampered with (more than one result recorded)")
-            continue
-        record = records[0]
-        item.passed = record.get("passed") is True
-        item.points = item.ref.points if item.passed else 0
-        item.cases = str(record.get("cases", ""))
-        reason = str(record.get("reason", ""))
-        item.reason = f"passed ({item.cases} cases)" if item.passed else reason
-    return pending
-
-
-def grade_submission(path, reference: Reference, *, timeout_per_notebook: float = 120,
-                     timeout_per_cell: float = 30, keep_dir=None) -> list[Row]:
+def grade_submission(path, reference: Reference, sandbox: Sandbox, *, timeout_per_notebook: float = 120,
+                     timeout_per_cell: float = 30, max_bytes: int = MAX_BYTES,
+                     student: str | None = None) -> list[Row]:
     """Grade one submitted notebook; never raises because of the submission."""
     path = Path(path)
-    student = path.stem
+    student = student if student is not None else printable(path.stem)
     items = [_Item(ref) for ref in reference.exercises]
     try:
-        nb = _read_submission(path)
-    except ValueError as err:
-        return [Row(student, item.ref.exercise_id, 0, item.ref.points, False,
-                    f"not a readable notebook: {err}") for item in items]
+        cells = read_submission(path, max_bytes)
+    except NotGradable as err:
+        status = "unreadable" if isinstance(err, NotANotebook) else "not-gradable"
+        for item in items:
+            item.resolve(status, why=str(err))
+        cells = []
     for item in items:
-        cell = _find_cell(nb.cells, item.ref)
-        if cell is None:
-            item.reason = "exercise cell missing (deleted?)"
-        else:
-            item.source = cell["source"]
-            item.flags = sorted(set(SUSPICIOUS.findall(item.source)))
-    deadline = time.monotonic() + timeout_per_notebook
-    pending = [item for item in items if item.reason is None]
-    attempt = 0
-    while pending:
-        attempt += 1
-        budget = deadline - time.monotonic()
-        if budget < 1:
-            for item in pending:
-                item.reason = (f"time limit exceeded: the notebook's limit of "
-                               f"{_fmt(timeout_per_notebook)} s was reached before this exercise ran")
-            break
-        keep_path = None
-        if keep_dir is not None:
-            Path(keep_dir).mkdir(parents=True, exist_ok=True)
-            keep_path = Path(keep_dir) / f"{student}{'' if attempt == 1 else f'.{attempt}'}.ipynb"
-        segment, roles = _run_segment(reference, pending, budget, timeout_per_cell, keep_path)
-        still = _resolve(pending, segment, roles, timeout_per_cell, timeout_per_notebook)
-        if len(still) == len(pending):  # no progress: do not loop
-            for item in still:
-                item.reason = item.reason or "grading error: the notebook could not be run"
-            break
-        pending = still
+        if item.status is not None:
+            continue
+        item.cell, note = _find_cell(cells, item.ref)
+        if item.cell is None:
+            item.resolve("missing")
+            continue
+        if note:
+            item.notes.append(note)
+        item.notes += [f"the cell refers to {name}, which exercise {item.ref.exercise_id} asks you not to use"
+                       for name in _blocked_mentions(item.cell.source, item.ref.blocked)]
+    _Session(sandbox, reference, timeout_per_notebook, timeout_per_cell).grade(items)
+    graded = {item.cell.index for item in items if item.cell is not None}
     rows = []
     for item in items:
-        reason = item.reason or "no result was recorded"
-        if item.flags:
-            reason += f" [review: the cell uses {', '.join(repr(f) for f in item.flags)}]"
-        rows.append(Row(student, item.ref.exercise_id, item.points if item.passed else 0,
-                        item.ref.points, item.passed, reason))
+        item.notes += _hints(item, cells, graded)
+        rows.append(Row(student, item.ref.exercise_id, item.ref.points if item.passed else 0,
+                        item.ref.points, item.passed, item.reason))
     return rows
 
 
@@ -447,116 +474,81 @@ def grade_submission(path, reference: Reference, *, timeout_per_notebook: float 
 # A folder of submissions
 # ---------------------------------------------------------------------------
 
-def _fmt(points) -> str:
-    return str(int(points)) if float(points).is_integer() else f"{points:g}"
+def submission_paths(folder: Path) -> list[Path]:
+    """Every entry named ``*.ipynb`` in ``folder`` (files, links, folders alike; hidden ones aside)."""
+    return sorted(Path(entry.path) for entry in os.scandir(folder)
+                  if entry.name.endswith(".ipynb") and not entry.name.startswith("."))
+
+
+def _student_names(paths: list[Path]) -> dict[Path, str]:
+    """A printable, unique name per submission (its file stem)."""
+    names, used = {}, set()
+    for path in paths:
+        name = printable(path.stem, 200) or "(no name)"
+        candidate, number = name, 1
+        while candidate in used:
+            number += 1
+            candidate = f"{name} ({number})"
+        used.add(candidate)
+        names[path] = candidate
+    return names
 
 
 def grade_folder(submissions_dir, reference_notebook, out_csv, *, timeout_per_notebook: float = 120,
-                 timeout_per_cell: float = 30, jobs: int = 1, keep_dir=None,
-                 quiet: bool = False) -> list[Row]:
+                 timeout_per_cell: float = 30, jobs: int = 1, limits: Limits = Limits(),
+                 max_bytes: int = MAX_BYTES, unsafe_no_sandbox: bool = False, quiet: bool = False) -> list[Row]:
     """Grade every ``*.ipynb`` in ``submissions_dir``; write CSV, summary CSV and JSON.
 
-    Returns one :class:`Row` per student and exercise (students sorted by
-    name, exercises in the reference's order). ``keep_dir`` keeps the
-    executed grading notebooks for inspection.
+    Returns one :class:`Row` per submission and exercise (students sorted by
+    file name, exercises in the reference's order). Raises SandboxUnavailable
+    when bubblewrap is missing or does not work, unless ``unsafe_no_sandbox``.
     """
     submissions_dir, out_csv = Path(submissions_dir), Path(out_csv)
     if not submissions_dir.is_dir():
         raise ValueError(f"submissions_dir {submissions_dir} is not a folder")
     reference = Reference.load(reference_notebook)
-    paths = sorted(p for p in submissions_dir.glob("*.ipynb") if p.is_file())
+    paths = submission_paths(submissions_dir)
+    names = _student_names(paths)
     if not paths and not quiet:
-        print(f"no submissions (*.ipynb) in {submissions_dir}")
-    started = time.monotonic()
-    timings = {}
+        print(f"no submissions (*.ipynb) in {printable(str(submissions_dir))}")
+    hidden = [reference.path.resolve().parent, submissions_dir.resolve(), out_csv.resolve().parent]
+    started, timings = time.monotonic(), {}
+    with Sandbox(limits, unsafe=unsafe_no_sandbox, hidden=hidden) as sandbox:
+        if unsafe_no_sandbox and not quiet:
+            print("warning: grading WITHOUT a sandbox (--unsafe-no-sandbox): submitted code can read and "
+                  "change your files, use the network and leave processes running", flush=True)
+        if paths:
+            sandbox.probe()
 
-    def one(path):
-        t0 = time.monotonic()
-        try:
-            rows = grade_submission(path, reference, timeout_per_notebook=timeout_per_notebook,
-                                    timeout_per_cell=timeout_per_cell, keep_dir=keep_dir)
-        except Exception as err:  # a grader bug must not lose the other students
-            rows = [Row(path.stem, ex.exercise_id, 0, ex.points, False,
-                        f"grading error: {type(err).__name__}: {err}") for ex in reference.exercises]
-        timings[path.stem] = round(time.monotonic() - t0, 2)
-        if not quiet:
-            total = sum(r.points for r in rows)
-            print(f"graded {path.stem}: {_fmt(total)}/{_fmt(sum(r.max_points for r in rows))} "
-                  f"({timings[path.stem]:.1f} s)", flush=True)
-        return rows
+        def one(path):
+            t0 = time.monotonic()
+            try:
+                rows = grade_submission(path, reference, sandbox, timeout_per_notebook=timeout_per_notebook,
+                                        timeout_per_cell=timeout_per_cell, max_bytes=max_bytes,
+                                        student=names[path])
+            except Exception as err:  # a grader bug must not lose the other students
+                rows = [Row(names[path], ex.exercise_id, 0, ex.points, False,
+                            printable(f"grading error: {type(err).__name__}: {err}")) for ex in reference.exercises]
+            timings[names[path]] = round(time.monotonic() - t0, 2)
+            if not quiet:
+                total = sum(r.points for r in rows)
+                print(f"graded {names[path]}: {fmt(total)}/{fmt(sum(r.max_points for r in rows))} "
+                      f"({timings[names[path]]:.1f} s)", flush=True)
+            return rows
 
-    with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
-        per_student = list(pool.map(one, paths))
+        with ThreadPoolExecutor(max_workers=max(1, int(jobs))) as pool:
+            per_student = list(pool.map(one, paths))
     rows = [row for student_rows in per_student for row in student_rows]
-    _write_outputs(rows, reference, out_csv, timings, time.monotonic() - started,
-                   timeout_per_notebook, timeout_per_cell)
+    exercises = [{"id": ex.exercise_id, "function": ex.function_name, "points": ex.points}
+                 for ex in reference.exercises]
+    settings = {"timeout_per_notebook": timeout_per_notebook, "timeout_per_cell": timeout_per_cell,
+                "sandbox": "none (--unsafe-no-sandbox)" if unsafe_no_sandbox else "bubblewrap"}
+    write_outputs(rows, exercises, out_csv, chapter=str(reference.path), files={names[p]: p.name for p in paths},
+                  timings=timings, settings=settings, seconds=time.monotonic() - started)
     if not quiet:
         print(summary_table(rows, [ex.exercise_id for ex in reference.exercises]))
-        print(f"wrote {out_csv}, {_summary_path(out_csv)} and {out_csv.with_suffix('.json')}")
+        print(f"wrote {out_csv}, {summary_path(out_csv)} and {out_csv.with_suffix('.json')}")
     return rows
 
 
-def _summary_path(out_csv: Path) -> Path:
-    return out_csv.with_name(f"{out_csv.stem}_summary.csv")
-
-
-def _write_outputs(rows, reference, out_csv: Path, timings, seconds, timeout_per_notebook,
-                   timeout_per_cell) -> None:
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    exercise_ids = [ex.exercise_id for ex in reference.exercises]
-    with open(out_csv, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", "exercise", "points", "max_points", "passed", "reason"])
-        for row in rows:
-            writer.writerow([row.student, row.exercise, _fmt(row.points), _fmt(row.max_points),
-                             row.passed, row.reason])
-    students = list(dict.fromkeys(row.student for row in rows))
-    by_student = {s: {r.exercise: r for r in rows if r.student == s} for s in students}
-    with open(_summary_path(out_csv), "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["student", *exercise_ids, "total", "max_total"])
-        for student in students:
-            mine = by_student[student]
-            writer.writerow([student, *(_fmt(mine[e].points) for e in exercise_ids),
-                             _fmt(sum(r.points for r in mine.values())),
-                             _fmt(sum(r.max_points for r in mine.values()))])
-    report = {
-        "chapter": str(reference.path),
-        "graded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "timeout_per_notebook": timeout_per_notebook,
-        "timeout_per_cell": timeout_per_cell,
-        "seconds": round(seconds, 2),
-        "exercises": [{"id": ex.exercise_id, "function": ex.function_name, "points": ex.points}
-                      for ex in reference.exercises],
-        "students": {
-            student: {
-                "total": sum(r.points for r in by_student[student].values()),
-                "max_total": sum(r.max_points for r in by_student[student].values()),
-                "seconds": timings.get(student),
-                "exercises": {e: asdict(by_student[student][e]) for e in exercise_ids},
-            } for student in students
-        },
-    }
-    out_csv.with_suffix(".json").write_text(json.dumps(report, indent=1, ensure_ascii=False),
-                                             encoding="utf-8")
-
-
-def summary_table(rows, exercise_ids) -> str:
-    """A readable table: one line per student, ✓/✗ per exercise, total; then the reasons."""
-    students = list(dict.fromkeys(row.student for row in rows))
-    width = max([len("student")] + [len(s) for s in students])
-    cols = [max(len(e), 3) for e in exercise_ids]
-    head = "  ".join([f"{'student':<{width}}", *(f"{e:^{c}}" for e, c in zip(exercise_ids, cols)), "total"])
-    lines = [head, "-" * len(head)]
-    failures = []
-    for student in students:
-        mine = {r.exercise: r for r in rows if r.student == student}
-        marks = [f"{'✓' if mine[e].passed else '✗':^{c}}" for e, c in zip(exercise_ids, cols)]
-        total = sum(r.points for r in mine.values())
-        max_total = sum(r.max_points for r in mine.values())
-        lines.append("  ".join([f"{student:<{width}}", *marks, f"{_fmt(total)}/{_fmt(max_total)}"]))
-        failures += [f"  {student:<{width}}  {e}: {mine[e].reason}" for e in exercise_ids
-                     if not mine[e].passed or "[review" in mine[e].reason]
-    if failures:
-        lines += ["", "Reasons:", *failures]
-    return "\n".join(lines)
+__all__ = ["Reference", "Row", "SandboxUnavailable", "grade_folder", "grade_submission", "submission_paths"]
