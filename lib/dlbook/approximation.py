@@ -32,6 +32,7 @@ from .validation import (
     check_float,
     check_int,
     check_interval,
+    check_same_shape,
     check_values_in,
 )
 
@@ -70,7 +71,7 @@ def curve(model: nn.Module, x) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 
 class StaircaseKnots(NamedTuple):
-    """Where the staircase samples its target (c_0..c_m) and where its soft steps sit (t_1..t_m)."""
+    """Where the staircase samples its target (c_0..c_m) and where its soft steps sit (t_1..t_m) (Chapter 2)."""
 
     samples: torch.Tensor
     steps: torch.Tensor
@@ -172,7 +173,7 @@ def random_feature_fit(x, y, num_units: int, activation: str = "sigmoid", *, sca
 # ---------------------------------------------------------------------------
 
 class LebesgueForm(NamedTuple):
-    """g(x) = slope * x + intercept + sum_i coefficients[i] * relu(x - breakpoints[i])."""
+    """g(x) = slope * x + intercept + sum_i coefficients[i] * relu(x - breakpoints[i]) (Chapter 2)."""
 
     slope: float
     intercept: float
@@ -267,7 +268,7 @@ def montufar_network(depth: int, *, device="cpu", dtype: torch.dtype = torch.flo
 
 
 class ShallowFit(NamedTuple):
-    """A one-hidden-layer ReLU net fitted to the sawtooth, with its exact errors."""
+    """A one-hidden-layer ReLU net fitted to the sawtooth, with its exact errors (Chapter 2)."""
 
     model: nn.Sequential
     sup_error: float
@@ -344,6 +345,11 @@ class ParityCell(nn.Module):
         self.skip = _network([(torch.ones(1, 2), torch.zeros(1))], "identity", device=device, dtype=dtype)[0]
 
     def forward(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The next state h XOR x, for a batch of states h and bits x of the same shape."""
+        weight = self.skip.weight
+        h = as_tensor("h", h, floating=True).to(weight.device, weight.dtype)
+        x = as_tensor("x", x).to(weight.device, weight.dtype)
+        check_same_shape("h", h, "x", x)
         hx = torch.stack([h, x], dim=-1)  # (batch, 2)
         return (self.skip(hx) - 2 * torch.relu(self.read_in(hx)))[..., 0]
 
@@ -356,6 +362,7 @@ def recurrent_parity(X, cell: ParityCell | None = None) -> torch.Tensor:
         cell = ParityCell(device=X.device, dtype=X.dtype)
     if not isinstance(cell, ParityCell):
         raise TypeError(f"cell must be a ParityCell, got {type(cell).__name__}")
+    X = X.to(cell.skip.weight.device, cell.skip.weight.dtype)   # the bits are exact in any float dtype
     h = torch.zeros(X.shape[0], device=X.device, dtype=X.dtype)
     with torch.no_grad():
         for t in range(X.shape[1]):  # a recurrence: one step per sequence position

@@ -33,7 +33,7 @@ AREA_TOL = 1e-13
 
 
 class Region(NamedTuple):
-    """One convex cell of an activation pattern: its pattern and its corners.
+    """One convex cell of an activation pattern: its pattern and its corners (Chapter 2).
 
     ``rays`` are homogeneous corners (x, y, w), w >= 0, in counter-clockwise
     order; a corner with w = 0 is a direction to infinity. ``pattern`` is one
@@ -50,7 +50,7 @@ class Region(NamedTuple):
 
 
 class Pieces(NamedTuple):
-    """A piecewise-linear function on [low, high]: breakpoints and the affine map on each piece."""
+    """A piecewise-linear function on [low, high]: breakpoints and the affine map on each piece (Chapter 2)."""
 
     breakpoints: np.ndarray  # (P + 1,) from low to high
     slopes: np.ndarray       # (P,)

@@ -133,6 +133,10 @@ def test_parity_cell_is_xor_and_matches_a_manual_relu():
     a = h + x
     assert torch.equal(cell(h, x), a - 2 * torch.relu(a - 1))
     assert sum(1 for m in cell.modules() if isinstance(m, nn.Linear)) == 2
+    bits = torch.tensor([[1, 0, 1, 1], [0, 0, 0, 1]])
+    cell32 = ap.ParityCell(dtype=torch.float32)
+    assert ap.recurrent_parity(bits, cell32).dtype == torch.float32
+    assert ap.recurrent_parity(bits, cell32).tolist() == [1.0, 1.0]
 
 
 def test_parity_implicants_are_the_odd_minterms():
@@ -175,6 +179,9 @@ def test_parity_implicants_are_the_odd_minterms():
     (lambda: ap.recurrent_parity(torch.zeros(4)), ValueError, "X"),
     (lambda: ap.recurrent_parity(torch.zeros(4, 2), cell=nn.ReLU()), TypeError, "cell"),
     (lambda: ap.curve("net", torch.zeros(3)), TypeError, "model"),
+    (lambda: ap.ParityCell()(torch.zeros(3), torch.zeros(4)), ValueError, "same shape"),
+    (lambda: ap.ParityCell()(torch.zeros(3, dtype=torch.int64), torch.zeros(3)), TypeError, "h"),
+    (lambda: ap.ParityCell(dtype=torch.int64), TypeError, "dtype"),
     (lambda: ap.parity_implicants(11), ValueError, "num_bits"),
 ])
 def test_bad_arguments_raise_clear_errors(call, error, match):
