@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
-from exercise_contract import bad_types
 
-from dlbook.exercises import EXERCISES
+from dlbook import initialization, normalization, regularization
+from dlbook.exercises import EXERCISES, get_exercise
+from dlbook.exercises.checks import ch04_training as checks
+
+from exercise_contract import bad_types
 
 #: Fewest cases each check must run (tests/checks/test_contract.py).
 MIN_CASES = 5
@@ -15,105 +19,121 @@ IDS = ["4.1", "4.2", "4.3", "4.4", "4.5"]
 
 
 # ---------------------------------------------------------------------------
-# Reference solutions (independent of the chapter's modules)
+# Reference solutions (independent of the chapter's modules and of the notebook)
 # ---------------------------------------------------------------------------
 
-def inverted_dropout(x, p, generator):
-    keep = torch.rand(x.shape, generator=generator) >= p
-    return x * keep / (1 - p) if p < 1 else torch.zeros_like(x)
+def inverted_dropout(x, drop_prob, seed):
+    keep = torch.rand(x.shape, generator=torch.Generator().manual_seed(seed)) >= drop_prob
+    return x * keep / (1 - drop_prob) if drop_prob < 1 else torch.zeros_like(x)
 
 
-def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
-    n = len(x)
-    mean, var = x.mean(0), x.var(0, unbiased=False)
-    out = gamma * (x - mean) / torch.sqrt(var + eps) + beta
-    return (out, (1 - momentum) * running_mean + momentum * mean,
-            (1 - momentum) * running_var + momentum * var * n / (n - 1))
+def stable_weight_variance(fan_in, negative_slope, drop_prob):
+    return 2 * (1 - drop_prob) / ((1 + negative_slope ** 2) * fan_in)
 
 
-def smoothed_cross_entropy(logits, y, eps):
-    k = logits.shape[1]
-    targets = (1 - eps) * F.one_hot(y, k).to(logits.dtype) + eps / k
-    return -(targets * torch.log_softmax(logits, dim=1)).sum(1).mean()
+def fold_batch_norm(W, b, gamma, beta, running_mean, running_var, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return W * scale[:, None], (b - running_mean) * scale + beta
 
 
-def distillation_loss(student, teacher, y, T, alpha):
-    p = torch.softmax(teacher / T, dim=1)
-    soft = -(p * torch.log_softmax(student / T, dim=1)).sum(1).mean()
-    return alpha * T ** 2 * soft + (1 - alpha) * F.cross_entropy(student, y)
+def dropout_ridge_weights(X, y, keep_prob):
+    gram = X.T @ X
+    return torch.linalg.solve(gram + (1 - keep_prob) / keep_prob * torch.diag(torch.diagonal(gram)), X.T @ y)
 
 
-def gd_weights(X, y, lr, steps):
+def gd_weights(X, y, lr, steps, weight_decay):
     lam, Q = torch.linalg.eigh(X.T @ X / len(X))
-    w_ls = torch.linalg.lstsq(X, y[:, None]).solution[:, 0]
-    return Q @ ((1 - (1 - lr * lam) ** steps) * (Q.T @ w_ls))
+    curvature = lam + weight_decay
+    c = Q.T @ (X.T @ y) / len(X)
+    flat = curvature.abs() < 1e-12  # (1 - (1 - ηκ)^t)/κ → η t as κ → 0
+    factor = torch.where(flat, lr * steps * torch.ones_like(curvature),
+                         (1 - (1 - lr * curvature) ** steps) / torch.where(flat, 1.0, curvature))
+    return Q @ (factor * c)
 
 
-REFERENCES = {"4.1": inverted_dropout, "4.2": batch_norm_train, "4.3": smoothed_cross_entropy,
-              "4.4": distillation_loss, "4.5": gd_weights}
-
-
-def _gd_loop(X, y, lr, steps):
-    w = torch.zeros(X.shape[1], dtype=X.dtype)
-    for _ in range(steps):
-        w = w - lr * X.T @ (X @ w - y) / len(X)
-    return w
+REFERENCES = {"4.1": inverted_dropout, "4.2": stable_weight_variance, "4.3": fold_batch_norm,
+              "4.4": dropout_ridge_weights, "4.5": gd_weights}
 
 
 # ---------------------------------------------------------------------------
 # Plausible wrong answers
 # ---------------------------------------------------------------------------
 
+def _mask(x, drop_prob, seed):
+    return torch.rand(x.shape, generator=torch.Generator().manual_seed(seed)) >= drop_prob
+
+
+def _gd_loop(X, y, lr, steps, weight_decay):
+    X, y = X.numpy(), y.numpy()  # NumPy: the fastest plain loop, and still far too slow
+    w = np.zeros(X.shape[1])
+    for _ in range(steps):
+        w = w - lr * (X.T @ (X @ w - y) / len(X) + weight_decay * w)
+    return torch.tensor(w)
+
+
+def _gd_towards_least_squares(X, y, lr, steps, weight_decay):
+    lam, Q = torch.linalg.eigh(X.T @ X / len(X))
+    least_squares = Q.T @ (X.T @ y) / len(X) / lam
+    return Q @ ((1 - (1 - lr * (lam + weight_decay)) ** steps) * least_squares)
+
+
+def _gd_through_logarithms(X, y, lr, steps, weight_decay):
+    lam, Q = torch.linalg.eigh(X.T @ X / len(X))
+    curvature = lam + weight_decay
+    decay = torch.exp(steps * torch.log(1 - lr * curvature))
+    return Q @ ((1 - decay) / curvature * (Q.T @ (X.T @ y) / len(X)))
+
+
+def _fold_in_place(W, b, gamma, beta, running_mean, running_var, eps):
+    scale = gamma / torch.sqrt(running_var + eps)
+    return W.mul_(scale[:, None]), (b - running_mean) * scale + beta
+
+
+def _diagonal_ridge(X, y, keep_prob, convention):
+    gram = X.T @ X
+    if convention == "classical":
+        return torch.linalg.solve(keep_prob * gram + (1 - keep_prob) * torch.diag(torch.diagonal(gram)), X.T @ y)
+    mu = (1 - keep_prob) / keep_prob * torch.trace(gram) / len(gram)
+    return torch.linalg.solve(gram + mu * torch.eye(len(gram), dtype=gram.dtype), X.T @ y)
+
+
 WRONG = {
     "4.1": {
-        "no rescaling of the survivors": lambda x, p, g: x * (torch.rand(x.shape, generator=g) >= p),
-        "p read as the keep probability": lambda x, p, g: x * (torch.rand(x.shape, generator=g) < p) / max(p, 1e-9),
-        "scales by 1/p": lambda x, p, g: x * (torch.rand(x.shape, generator=g) >= p) / max(p, 1e-9),
-        "evaluation mode (identity)": lambda x, p, g: x,
-        "one fixed mask": lambda x, p, g: x * (torch.rand(x.shape, generator=torch.Generator().manual_seed(0)) >= p) / (1 - p),
+        "no rescaling of the survivors": lambda x, p, s: x * _mask(x, p, s),
+        "drop_prob read as the keep probability": lambda x, p, s: x * ~_mask(x, p, s) / max(p, 1e-9),
+        "the global random stream (F.dropout)": lambda x, p, s: F.dropout(x, p, training=True),
+        "divides by zero at drop_prob = 1": lambda x, p, s: x * _mask(x, p, s) / (1 - p),
+        "the package's dropout": lambda x, p, s: regularization.dropout(x, p, seed=s),
     },
     "4.2": {
-        "unbiased variance in the normalization":
-            lambda x, g, b, m, v, mo=0.1, eps=1e-5: (g * (x - x.mean(0)) / torch.sqrt(x.var(0) + eps) + b,
-                                                     (1 - mo) * m + mo * x.mean(0), (1 - mo) * v + mo * x.var(0)),
-        "biased running variance":
-            lambda x, g, b, m, v, mo=0.1, eps=1e-5: (batch_norm_train(x, g, b, m, v, mo, eps)[:2]
-                                                     + ((1 - mo) * v + mo * x.var(0, unbiased=False),)),
-        "momentum as the weight of the old statistics":
-            lambda x, g, b, m, v, mo=0.1, eps=1e-5: batch_norm_train(x, g, b, m, v, 1 - mo, eps)[:1]
-            + batch_norm_train(x, g, b, m, v, 1 - mo, eps)[1:],
-        "eps outside the square root":
-            lambda x, g, b, m, v, mo=0.1, eps=1e-5: ((g * (x - x.mean(0)) / (x.std(0, unbiased=False) + eps) + b,)
-                                                     + batch_norm_train(x, g, b, m, v, mo, eps)[1:]),
+        "forgets the dropout mask": lambda n, a, p: 2 / ((1 + a ** 2) * n),
+        "the slope enters as 1 + a": lambda n, a, p: 2 * (1 - p) / ((1 + a) * n),
+        "dropout factor upside down": lambda n, a, p: 2 / ((1 + a ** 2) * (1 - p) * n),
+        "He's variance, whatever the slope": lambda n, a, p: initialization.weight_variance(n, n, "he"),
     },
     "4.3": {
-        "eps/(K-1) on the wrong classes only": lambda z, y, eps: -(
-            ((1 - eps) * F.one_hot(y, z.shape[1]) + eps / (z.shape[1] - 1) * (1 - F.one_hot(y, z.shape[1])))
-            * torch.log_softmax(z, 1)).sum(1).mean(),
-        "forgot the (1 - eps)": lambda z, y, eps: -(
-            (F.one_hot(y, z.shape[1]) + eps / z.shape[1]) * torch.log_softmax(z, 1)).sum(1).mean(),
-        "log of softmax overflows": lambda z, y, eps: -(
-            ((1 - eps) * F.one_hot(y, z.shape[1]) + eps / z.shape[1])
-            * torch.log(torch.exp(z) / torch.exp(z).sum(1, keepdim=True))).sum(1).mean(),
-        "sum instead of mean": lambda z, y, eps: smoothed_cross_entropy(z, y, eps) * len(z),
+        "eps outside the square root": lambda W, b, g, be, m, v, eps: (
+            W * (g / (v.sqrt() + eps))[:, None], (b - m) * g / (v.sqrt() + eps) + be),
+        "bias not rescaled": lambda W, b, g, be, m, v, eps: (W * (g / (v + eps).sqrt())[:, None], b - m + be),
+        "scales the columns of W": lambda W, b, g, be, m, v, eps: (
+            W * (g / (v + eps).sqrt())[None, :], (b - m) * g / (v + eps).sqrt() + be),
+        "modifies W in place": _fold_in_place,
+        "the package's batch norm": lambda W, b, g, be, m, v, eps: (
+            W * (g / (v + eps).sqrt())[:, None],
+            normalization.batch_norm(b[None], g, be, m, v, training=False, eps=eps)[0][0]),
     },
     "4.4": {
-        "the source's sign (no minus)": lambda G, Fl, y, T, a: a * T ** 2 * (
-            torch.softmax(Fl / T, 1) * torch.log_softmax(G / T, 1)).sum(1).mean() + (1 - a) * F.cross_entropy(G, y),
-        "no T squared": lambda G, Fl, y, T, a: distillation_loss(G, Fl, y, T, a) - a * (T ** 2 - 1) * (
-            -(torch.softmax(Fl / T, 1) * torch.log_softmax(G / T, 1)).sum(1).mean()),
-        "teacher without temperature": lambda G, Fl, y, T, a: a * T ** 2 * (
-            -(torch.softmax(Fl, 1) * torch.log_softmax(G / T, 1)).sum(1).mean()) + (1 - a) * F.cross_entropy(G, y),
-        "KL instead of cross-entropy": lambda G, Fl, y, T, a: a * T ** 2 * F.kl_div(
-            torch.log_softmax(G / T, 1), torch.softmax(Fl / T, 1), reduction="batchmean")
-            + (1 - a) * F.cross_entropy(G, y),
+        "classical dropout, no rescaling": lambda X, y, q: _diagonal_ridge(X, y, q, "classical"),
+        "one penalty for every weight": lambda X, y, q: _diagonal_ridge(X, y, q, "uniform"),
+        "least squares, ignoring dropout": lambda X, y, q: torch.linalg.lstsq(X, y[:, None]).solution[:, 0],
+        "the package's ridge": lambda X, y, q: regularization.ridge_solution(X, y, (1 - q) / q),
     },
     "4.5": {
-        "one step too many": lambda X, y, lr, t: _gd_loop(X, y, lr, t + 1),
-        "ridge with mu = 1/(lr t)": lambda X, y, lr, t: torch.linalg.solve(
-            X.T @ X / len(X) + torch.eye(X.shape[1], dtype=X.dtype) / (lr * max(t, 1)), X.T @ y / len(X)),
-        "least squares whatever t": lambda X, y, lr, t: torch.linalg.lstsq(X, y[:, None]).solution[:, 0],
-        "gradient without 1/N": lambda X, y, lr, t: _gd_loop(X * len(X) ** 0.5, y * len(X) ** 0.5, lr, t),
+        "a plain loop over the steps": _gd_loop,
+        "ignores the weight decay": lambda X, y, lr, t, mu: gd_weights(X, y, lr, t, 0.0),
+        "shrinks towards least squares, not ridge": _gd_towards_least_squares,
+        "powers through logarithms (negative bases)": _gd_through_logarithms,
+        "the package's closed form": lambda X, y, lr, t, mu: regularization.early_stopped_solution(X, y, lr, t),
     },
 }
 
@@ -126,23 +146,38 @@ BAD_TYPES = bad_types("raises ValueError", "stub", "returns None", "returns a st
 # Tests
 # ---------------------------------------------------------------------------
 
-def test_all_chapter_4_exercises_are_registered():
+def test_chapter_4_exercises_meet_the_standard():
+    exercises = [get_exercise(eid) for eid in IDS]
+    for ex in exercises:
+        assert ex.title and ex.hint and ex.function_name == REFERENCES[ex.id].__name__
+        assert ex.blocked and ex.minutes > 0
+    kinds = [ex.kind for ex in exercises]
+    assert len(exercises) >= 4 and "extend" in kinds and "predict" in kinds and kinds.count("transcribe") <= 1
     assert all(eid in EXERCISES for eid in IDS)
-    for eid in IDS:
-        ex = EXERCISES[eid]
-        assert ex.title and ex.hint and ex.function_name == REFERENCES[eid].__name__
 
 
-def test_batch_norm_reference_matches_torch_functional():
-    x = torch.randn(10, 3, dtype=torch.float64)
-    m, v = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
-    out, nm, nv = batch_norm_train(x, torch.ones(3), torch.zeros(3), m.clone(), v.clone())
-    torch.testing.assert_close(out, F.batch_norm(x, m, v, training=True))
-    torch.testing.assert_close(nm, m)
-    torch.testing.assert_close(nv, v)
+def test_matrix_power_reference_equals_the_loop():
+    X, y, lr = checks._gd_case(3, 12, 4, 1.5, 0.05)
+    for steps in (0, 1, 7, 300):
+        np.testing.assert_allclose(checks._gd_matrix_power(X, y, lr, steps, 0.05),
+                                   checks._gd_loop(X, y, lr, steps, 0.05), rtol=0, atol=1e-12)
 
 
-def test_gd_reference_equals_the_loop():
-    rng = np.random.default_rng(0)
-    X, y = torch.tensor(rng.normal(size=(20, 4))), torch.tensor(rng.normal(size=20))
-    torch.testing.assert_close(gd_weights(X, y, 0.1, 37), _gd_loop(X, y, 0.1, 37))
+def test_the_reference_closed_form_reaches_ridge_after_many_steps():
+    X, y, lr = checks._gd_case(4, 8, 20, 0.7, 1e-2)  # more features than examples
+    ridge = np.linalg.solve(X.T @ X / len(X) + 1e-2 * np.eye(20), X.T @ y / len(X))
+    got = gd_weights(torch.tensor(X), torch.tensor(y), lr, 10**9, 1e-2).numpy()
+    np.testing.assert_allclose(got, ridge, rtol=1e-8, atol=1e-10)
+
+
+def test_masked_copies_measure_the_dropout_ridge_solution():
+    X, y = checks._regression_case(0, 40, 5)
+    measured = checks._fit_on_masked_copies(X, y, 0.6, seed=1)
+    exact = dropout_ridge_weights(torch.tensor(X), torch.tensor(y), 0.6).numpy()
+    assert np.linalg.norm(measured - exact) / np.linalg.norm(exact) < 0.02
+
+
+@pytest.mark.parametrize("slope, drop_prob, expected", [(0.0, 0.0, 0.5), (1.0, 0.0, 1.0), (0.5, 0.5, 1.25)])
+def test_simulated_second_moment_of_the_activation(slope, drop_prob, expected):
+    # E[leaky(z)²] = (1 + a²)/2 for z ~ N(0, 1); inverted dropout multiplies it by 1/(1 - p).
+    assert checks._measured_second_moment(slope, drop_prob, seed=0) == pytest.approx(expected, rel=0.01)
