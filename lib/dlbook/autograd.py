@@ -9,6 +9,12 @@ graph in reverse topological order and runs those closures.
 
 Broadcasting follows torch's rules; the gradient of an input that was
 broadcast is summed over the broadcast dimensions (:func:`unbroadcast`).
+Operands whose shapes do not broadcast are refused with a ValueError that
+names both shapes, before torch sees them.
+
+The engine exists to be compared with torch.autograd to many digits, so it
+works in float64 by default: integer data become float64 tensors, and
+:class:`MLP` draws float64 weights.
 
     >>> x = Tensor(torch.tensor([1.0, 2.0]), requires_grad=True)
     >>> (x * x).sum().backward()
@@ -23,8 +29,20 @@ from typing import Callable, Sequence
 
 import torch
 
+from . import nets
 from .runtime import generator
-from .validation import as_tensor, check_device, check_dtype, check_int, describe
+from .validation import (
+    as_tensor,
+    check_bool,
+    check_broadcastable,
+    check_choice,
+    check_device,
+    check_dtype,
+    check_float,
+    check_int,
+    check_ints,
+    describe,
+)
 
 
 def unbroadcast(grad: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
@@ -35,8 +53,8 @@ def unbroadcast(grad: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torc
     """
     if not isinstance(grad, torch.Tensor):
         raise TypeError(f"grad must be a tensor, got {describe(grad)}")
-    shape = torch.Size(shape)
-    if not _broadcasts_to(shape, grad.shape):
+    shape = torch.Size(check_ints("shape", tuple(shape), minimum=0, min_length=0))
+    if len(shape) > grad.dim() or check_broadcastable("shape", shape, "grad", grad.shape) != tuple(grad.shape):
         raise ValueError(f"shape {tuple(shape)} does not broadcast to the gradient's shape {tuple(grad.shape)}")
     leading = grad.dim() - len(shape)
     if leading:
@@ -45,12 +63,6 @@ def unbroadcast(grad: torch.Tensor, shape: torch.Size | tuple[int, ...]) -> torc
     if stretched:
         grad = grad.sum(dim=stretched, keepdim=True)  # dimensions of size 1 that were stretched
     return grad
-
-
-def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
-    if len(shape) > len(target):
-        return False
-    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
 
 
 class Tensor:
@@ -65,12 +77,10 @@ class Tensor:
                  _parents: tuple["Tensor", ...] = (), _op: str = ""):
         data = as_tensor("data", data)
         if not data.is_floating_point():
-            data = data.to(torch.get_default_dtype())
-        if not isinstance(requires_grad, bool):
-            raise TypeError(f"requires_grad must be True or False, got {describe(requires_grad)}")
+            data = data.to(torch.float64)  # the engine's default dtype (module docstring)
         self.data = data.detach()
         self.grad: torch.Tensor | None = None
-        self.requires_grad = requires_grad
+        self.requires_grad = check_bool("requires_grad", requires_grad)
         self._parents = _parents
         self._backward: Callable[[torch.Tensor], None] = lambda grad: None
         self._op = _op
@@ -110,18 +120,25 @@ class Tensor:
             raise TypeError(f"cannot combine a Tensor with {describe(other)}")
         return Tensor(torch.as_tensor(other, dtype=self.dtype, device=self.device))
 
+    def _operand(self, other, op: str) -> "Tensor":
+        """``other`` lifted to a Tensor, after checking that the two shapes broadcast under ``op``."""
+        other = self._lift(other)
+        check_broadcastable(f"the left operand of {op}", self.shape, "the right operand", other.shape)
+        return other
+
     def _result(self, data: torch.Tensor, parents: tuple["Tensor", ...], op: str) -> "Tensor":
         return Tensor(data, requires_grad=any(p.requires_grad for p in parents),
                       _parents=parents, _op=op)
 
     def _accumulate(self, grad: torch.Tensor) -> None:
         if self.requires_grad:
+            grad = grad.to(self.dtype)  # a float32 leaf keeps float32 gradients, as in torch
             self.grad = grad.clone() if self.grad is None else self.grad + grad
 
     # --- elementwise arithmetic (with broadcasting) ----------------------------------------
 
     def __add__(self, other) -> "Tensor":
-        other = self._lift(other)
+        other = self._operand(other, "+")
         out = self._result(self.data + other.data, (self, other), "+")
 
         def backward(grad):  # d(a + b) = da + db
@@ -131,7 +148,7 @@ class Tensor:
         return out
 
     def __mul__(self, other) -> "Tensor":
-        other = self._lift(other)
+        other = self._operand(other, "*")
         out = self._result(self.data * other.data, (self, other), "*")
 
         def backward(grad):  # d(a b) = b da + a db
@@ -141,7 +158,7 @@ class Tensor:
         return out
 
     def __truediv__(self, other) -> "Tensor":
-        other = self._lift(other)
+        other = self._operand(other, "/")
         out = self._result(self.data / other.data, (self, other), "/")
 
         def backward(grad):  # d(a / b) = da / b - a db / b^2
@@ -151,8 +168,7 @@ class Tensor:
         return out
 
     def __pow__(self, exponent) -> "Tensor":
-        if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
-            raise TypeError(f"exponent must be a real number, got {describe(exponent)}")
+        exponent = check_float("exponent", exponent)
         out = self._result(self.data ** exponent, (self,), f"**{exponent}")
 
         def backward(grad):  # d(a^p) = p a^(p-1) da
@@ -164,13 +180,13 @@ class Tensor:
         return self * -1.0
 
     def __sub__(self, other) -> "Tensor":
-        return self + (-self._lift(other))
+        return self + (-self._operand(other, "-"))
 
     def __radd__(self, other) -> "Tensor":
-        return self + other
+        return self._lift(other) + self  # lifted first, so errors name the operands in order
 
     def __rmul__(self, other) -> "Tensor":
-        return self * other
+        return self._lift(other) * self
 
     def __rsub__(self, other) -> "Tensor":
         return self._lift(other) - self
@@ -182,6 +198,8 @@ class Tensor:
 
     def __matmul__(self, other) -> "Tensor":
         other = self._lift(other)
+        if self.dtype != other.dtype:
+            raise TypeError(f"matmul operands must have the same dtype, got {self.dtype} and {other.dtype}")
         if self.dim() < 2 or other.dim() < 2:
             raise ValueError(f"matmul needs operands with at least 2 dimensions, got shapes "
                              f"{tuple(self.shape)} and {tuple(other.shape)}")
@@ -221,14 +239,19 @@ class Tensor:
     def _dims(self, dim) -> tuple[int, ...]:
         if dim is None:
             return tuple(range(self.dim()))
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = check_ints("dim", [dim] if isinstance(dim, numbers.Integral) else dim, min_length=0)
         for d in dims:
-            if isinstance(d, bool) or not isinstance(d, int) or not -self.dim() <= d < max(self.dim(), 1):
-                raise ValueError(f"dim must be integers in [-{self.dim()}, {self.dim() - 1}], got {dim!r}")
+            check_int("dim", d, minimum=-self.dim(), maximum=self.dim() - 1)
         return tuple(sorted(d % self.dim() for d in dims))
 
     def reshape(self, *shape: int) -> "Tensor":
-        out = self._result(self.data.reshape(*shape), (self,), "reshape")
+        shape = check_ints("shape", list(shape), minimum=-1, min_length=0)
+        try:
+            data = self.data.reshape(*shape)
+        except RuntimeError:
+            raise ValueError(f"shape {tuple(shape)} does not fit a tensor of shape {tuple(self.shape)} "
+                             f"({self.numel()} entries)") from None
+        out = self._result(data, (self,), "reshape")
 
         def backward(grad):
             self._accumulate(grad.reshape(self.shape))
@@ -368,38 +391,37 @@ _ACTIVATIONS = ("relu", "tanh", "sigmoid")
 
 
 class MLP:
-    """A multilayer perceptron built from engine Tensors, initialised like torch.nn.Linear (Chapter 3).
+    """A multilayer perceptron built from engine Tensors (Chapter 3).
 
-    ``sizes = [64, 32, 10]`` gives 64 inputs, one hidden layer of 32 units and
-    10 outputs (logits). Weights are stored as (fan_in, fan_out), so a layer is
-    ``h @ W + b``; ``to_torch()`` builds the same network as torch.nn modules.
+    ``widths = (64, 32, 10)`` gives 64 inputs, one hidden layer of 32 units and
+    10 outputs (logits). The weights are those :func:`dlbook.nets.mlp` draws for
+    the same widths and seed (torch.nn.Linear's initialisation), stored as
+    (fan_in, fan_out) so that a layer is ``h @ W + b``; ``to_torch()`` builds
+    the same network as torch.nn modules.
     """
 
-    def __init__(self, sizes: Sequence[int], *, activation: str = "relu", seed: int = 0,
+    def __init__(self, widths: Sequence[int], *, activation: str = "relu", seed: int = 0,
                  device="cpu", dtype: torch.dtype = torch.float64):
-        if not isinstance(sizes, (list, tuple)) or len(sizes) < 2:
-            raise ValueError(f"sizes must list at least an input and an output size, got {describe(sizes)}")
-        self.sizes = [check_int(f"sizes[{i}]", s, minimum=1) for i, s in enumerate(sizes)]
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(_ACTIVATIONS)}, got {activation!r}")
-        self.activation = activation
+        self.widths = check_ints("widths", widths, minimum=1, min_length=2)
+        self.activation = check_choice("activation", activation, _ACTIVATIONS)
         device, dtype = check_device("device", device), check_dtype("dtype", dtype)
-        rng = generator(seed)
-        self.layers: list[tuple[Tensor, Tensor]] = []
-        for fan_in, fan_out in zip(self.sizes[:-1], self.sizes[1:]):
-            bound = 1.0 / math.sqrt(fan_in)  # torch.nn.Linear's default: U(-1/sqrt(fan_in), +)
-            W = (torch.rand(fan_in, fan_out, generator=rng, dtype=torch.float64) * 2 - 1) * bound
-            b = (torch.rand(fan_out, generator=rng, dtype=torch.float64) * 2 - 1) * bound
-            self.layers.append((Tensor(W.to(device, dtype), requires_grad=True),
-                                Tensor(b.to(device, dtype), requires_grad=True)))
+        layers = nets.random_layers(self.widths, seed=check_int("seed", seed, minimum=0), dtype=torch.float64)
+        self.layers: list[tuple[Tensor, Tensor]] = [
+            (Tensor(W.T.to(device, dtype), requires_grad=True), Tensor(b.to(device, dtype), requires_grad=True))
+            for W, b in layers]  # nets stores W as (fan_out, fan_in)
 
     def parameters(self) -> list[Tensor]:
         return [p for layer in self.layers for p in layer]
 
     def __call__(self, X) -> Tensor:
-        h = X if isinstance(X, Tensor) else Tensor(as_tensor("X", X, ndim=2))
-        if h.shape[-1] != self.sizes[0]:
-            raise ValueError(f"X must have {self.sizes[0]} columns, got shape {tuple(h.shape)}")
+        """Logits for the rows of X (N, widths[0]); X is cast to the network's dtype and device."""
+        W0 = self.layers[0][0]
+        if isinstance(X, Tensor):
+            h = X
+        else:
+            h = Tensor(as_tensor("X", X, ndim=2, floating=True).to(W0.device, W0.dtype))
+        if h.dim() != 2 or h.shape[-1] != self.widths[0]:
+            raise ValueError(f"X must have shape (N, {self.widths[0]}), got shape {tuple(h.shape)}")
         for i, (W, b) in enumerate(self.layers):
             h = h @ W + b
             if i < len(self.layers) - 1:
@@ -408,17 +430,7 @@ class MLP:
 
     def to_torch(self) -> torch.nn.Sequential:
         """The same network as torch.nn.Linear layers, with copies of the current weights."""
-        modules: list[torch.nn.Module] = []
-        activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "sigmoid": torch.nn.Sigmoid}
-        for i, (W, b) in enumerate(self.layers):
-            linear = torch.nn.Linear(W.shape[0], W.shape[1], device=W.device, dtype=W.dtype)
-            with torch.no_grad():
-                linear.weight.copy_(W.data.T)  # torch stores (fan_out, fan_in)
-                linear.bias.copy_(b.data)
-            modules.append(linear)
-            if i < len(self.layers) - 1:
-                modules.append(activation[self.activation]())
-        return torch.nn.Sequential(*modules)
+        return nets.from_layers([(W.data.T, b.data) for W, b in self.layers], self.activation)
 
 
 def finite_difference_gradient(fn: Callable[[torch.Tensor], float], x, *, eps: float = 1e-6) -> torch.Tensor:
@@ -429,11 +441,8 @@ def finite_difference_gradient(fn: Callable[[torch.Tensor], float], x, *, eps: f
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {describe(fn)}")
-    x = as_tensor("x", x)
-    if not x.is_floating_point():
-        raise TypeError(f"x must be a floating tensor, got {describe(x)}")
-    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps > 0:
-        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    x = as_tensor("x", x, floating=True)
+    eps = check_float("eps", eps, low=0.0, low_open=True)
     flat = x.detach().clone().reshape(-1)
     grad = torch.empty_like(flat)
     for i in range(flat.numel()):
@@ -445,3 +454,42 @@ def finite_difference_gradient(fn: Callable[[torch.Tensor], float], x, *, eps: f
         flat[i] = original
         grad[i] = (up - down) / (2 * eps)
     return grad.reshape(x.shape)
+
+
+def gradient_gap(ours: Callable, theirs: Callable, inputs: Sequence, *, seed: int = 0) -> float:
+    """Largest difference between this engine and torch.autograd on the same computation (Chapter 3).
+
+    ``ours(*leaves)`` is evaluated on engine Tensors and ``theirs(*leaves)`` on
+    torch tensors with ``requires_grad``, both made from copies of ``inputs``;
+    often they are the same function, since the engine's methods carry torch's
+    names. A non-scalar result is differentiated against a random upstream
+    gradient drawn from ``seed``. Returns the largest absolute difference over
+    the value and every input's gradient (infinity if any shape differs).
+    """
+    if not callable(ours) or not callable(theirs):
+        raise TypeError(f"ours and theirs must be callable, got {describe(ours)} and {describe(theirs)}")
+    if isinstance(inputs, torch.Tensor) or not isinstance(inputs, (list, tuple)) or not inputs:
+        raise TypeError(f"inputs must be a non-empty list of tensors, got {describe(inputs)}")
+    inputs = [as_tensor(f"inputs[{i}]", x, floating=True) for i, x in enumerate(inputs)]
+    engine_leaves = [Tensor(x.detach().clone(), requires_grad=True) for x in inputs]
+    torch_leaves = [x.detach().clone().requires_grad_() for x in inputs]
+    mine, reference = ours(*engine_leaves), theirs(*torch_leaves)
+    if not isinstance(mine, Tensor) or not isinstance(reference, torch.Tensor):
+        raise TypeError(f"ours must return an engine Tensor and theirs a torch tensor, got "
+                        f"{describe(mine)} and {describe(reference)}")
+    if mine.shape != reference.shape:
+        return math.inf
+    upstream = torch.randn(reference.shape, generator=generator(check_int("seed", seed, minimum=0)),
+                           dtype=torch.float64).to(reference)
+    mine.backward(upstream.to(mine.dtype))
+    reference.backward(upstream)
+    gap = (mine.data - reference.detach()).abs().max().item()
+    for engine_leaf, torch_leaf in zip(engine_leaves, torch_leaves):
+        if engine_leaf.grad is None or torch_leaf.grad is None:  # the result does not depend on it
+            if (engine_leaf.grad is None) != (torch_leaf.grad is None):
+                return math.inf
+            continue
+        if engine_leaf.grad.shape != torch_leaf.grad.shape:
+            return math.inf
+        gap = max(gap, (engine_leaf.grad - torch_leaf.grad).abs().max().item())
+    return gap

@@ -81,7 +81,7 @@ def steps_to_reach(losses, fraction: float) -> int | None:
 # ---------------------------------------------------------------------------
 
 def reddi_gradient(t: int, C: float) -> float:
-    """Gradient of the online loss f_t(x) = C x if t = 1 mod 3, else -x (steps t = 1, 2, ...)."""
+    """Gradient of the online loss f_t(x) = C x if t = 1 mod 3, else -x (steps t = 1, 2, ...) (Chapter 3)."""
     return C if t % 3 == 1 else -1.0
 
 

@@ -6,31 +6,44 @@ in ``torch.optim``, so that it can replace it in any training loop and
 follow it step for step (the tests check this to 1e-12 in float64):
 
 * :class:`SGD`: plain gradient descent, heavy-ball momentum, Nesterov momentum;
-* :class:`Adagrad`, :class:`RMSprop`: per-coordinate step sizes from squared gradients;
+* :class:`Adagrad`, :class:`RMSprop`, :class:`Adadelta`: per-coordinate step sizes
+  from squared gradients (Adadelta also from squared past steps);
 * :class:`Adam` with bias correction, and AMSGrad (``amsgrad=True``);
+* :class:`Adamax`: Adam with an infinity norm in place of the root mean square;
 * :class:`AdamW`: Adam with decoupled weight decay.
 
 The update of each is written out in a few lines of ``step``, with the
-formula in the docstring. ``weight_decay`` in SGD, Adagrad, RMSprop and Adam
-is *coupled* (it adds ``weight_decay * param`` to the gradient, the same as an
-L2 penalty); only AdamW decouples it, as in torch.
+formula in the docstring. ``weight_decay`` in SGD, Adagrad, RMSprop,
+Adadelta, Adam and Adamax is *coupled* (it adds ``weight_decay * param`` to
+the gradient, the same as an L2 penalty); only AdamW decouples it, as in torch.
+
+Iterate averaging (Polyak-Ruppert averages and exponential moving averages of
+the iterates, like ``torch.optim.swa_utils.AveragedModel``) works on a stored
+trajectory: :func:`polyak_ruppert_average`, :func:`exponential_moving_average`.
+:func:`deviation_from_torch` runs one of these classes and its torch namesake
+side by side, for the chapter and the tests.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
-from .validation import check_bool, check_float
+from . import nets
+from .runtime import generator
+from .validation import as_tensor, check_bool, check_choice, check_float, check_int, check_sequence, describe
 
-__all__ = ["SGD", "Adagrad", "RMSprop", "Adam", "AdamW"]
+__all__ = ["SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "Adamax", "AdamW", "polyak_ruppert_average",
+           "exponential_moving_average", "deviation_from_torch"]
 
 
-def _check_betas(betas) -> tuple[float, float]:
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-    return (check_float("betas[0]", betas[0], low=0.0, high=1.0, high_open=True),
-            check_float("betas[1]", betas[1], low=0.0, high=1.0, high_open=True))
+def _betas(betas) -> tuple[float, float]:
+    """Adam's (beta1, beta2): two decay rates in [0, 1)."""
+    betas = check_sequence("betas", betas, check_float, low=0.0, high=1.0, high_open=True)
+    if len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {len(betas)} numbers")
+    return betas[0], betas[1]
 
 
 class _ScratchOptimizer(torch.optim.Optimizer):
@@ -177,6 +190,43 @@ class RMSprop(_ScratchOptimizer):
         return loss
 
 
+class Adadelta(_ScratchOptimizer):
+    """Adadelta (Zeiler), like torch.optim.Adadelta (Chapter 3).
+
+    v = rho v + (1 - rho) g^2;  step = sqrt(u + eps) / sqrt(v + eps) * g;  u = rho u + (1 - rho) step^2;
+    p -= lr * step.  The step carries the units of p (from u, the running mean of squared
+    steps), so the original method needs no learning rate: torch's lr = 1 is that method.
+    """
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0.0, *, maximize: bool = False):
+        defaults = dict(lr=check_float("lr", lr, low=0.0),
+                        rho=check_float("rho", rho, low=0.0, high=1.0),
+                        eps=check_float("eps", eps, low=0.0),
+                        weight_decay=check_float("weight_decay", weight_decay, low=0.0),
+                        maximize=check_bool("maximize", maximize))
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            rho, eps = group["rho"], group["eps"]
+            for param, grad, state in self._params_with_grad(group):
+                if not state:
+                    state["step"] = 0
+                    state["square_avg"] = torch.zeros_like(param)  # running mean of g^2
+                    state["acc_delta"] = torch.zeros_like(param)   # running mean of squared steps
+                state["step"] += 1
+                if group["weight_decay"]:
+                    grad = grad.add(param, alpha=group["weight_decay"])
+                square_avg = state["square_avg"].mul_(rho).addcmul_(grad, grad, value=1 - rho)
+                delta = state["acc_delta"].add(eps).sqrt_().div_(square_avg.add(eps).sqrt_()).mul_(grad)
+                state["acc_delta"].mul_(rho).addcmul_(delta, delta, value=1 - rho)
+                param.add_(delta, alpha=-group["lr"])
+        return loss
+
+
 class Adam(_ScratchOptimizer):
     """Adam with bias correction, and AMSGrad with ``amsgrad=True``, like torch.optim.Adam (Chapter 3).
 
@@ -189,7 +239,7 @@ class Adam(_ScratchOptimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
                  maximize: bool = False):
-        defaults = dict(lr=check_float("lr", lr, low=0.0), betas=_check_betas(betas),
+        defaults = dict(lr=check_float("lr", lr, low=0.0), betas=_betas(betas),
                         eps=check_float("eps", eps, low=0.0),
                         weight_decay=check_float("weight_decay", weight_decay, low=0.0),
                         amsgrad=check_bool("amsgrad", amsgrad),
@@ -226,6 +276,41 @@ class Adam(_ScratchOptimizer):
         return loss
 
 
+class Adamax(_ScratchOptimizer):
+    """Adamax (Kingma and Ba's infinity-norm Adam), like torch.optim.Adamax (Chapter 3).
+
+    m = b1 m + (1 - b1) g;  u = max(b2 u, |g| + eps);  p -= lr / (1 - b1^t) * m / u.
+    u needs no bias correction: a maximum is not pulled towards its zero start.
+    """
+
+    def __init__(self, params, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, *, maximize: bool = False):
+        defaults = dict(lr=check_float("lr", lr, low=0.0), betas=_betas(betas),
+                        eps=check_float("eps", eps, low=0.0),
+                        weight_decay=check_float("weight_decay", weight_decay, low=0.0),
+                        maximize=check_bool("maximize", maximize))
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for param, grad, state in self._params_with_grad(group):
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(param)
+                    state["exp_inf"] = torch.zeros_like(param)  # the decaying maximum of |g|
+                state["step"] += 1
+                if group["weight_decay"]:
+                    grad = grad.add(param, alpha=group["weight_decay"])
+                m = state["exp_avg"].lerp_(grad, 1 - beta1)
+                u = torch.maximum(state["exp_inf"].mul_(beta2), grad.abs().add_(group["eps"]),
+                                  out=state["exp_inf"])
+                param.addcdiv_(m, u, value=-group["lr"] / (1 - beta1 ** state["step"]))
+        return loss
+
+
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov and Hutter), like torch.optim.AdamW (Chapter 3).
 
@@ -239,3 +324,85 @@ class AdamW(Adam):
                  maximize: bool = False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize)
+
+
+
+# ---------------------------------------------------------------------------
+# Iterate averaging
+# ---------------------------------------------------------------------------
+
+def _trajectory(iterates) -> torch.Tensor:
+    iterates = as_tensor("iterates", iterates, floating=True)
+    if iterates.dim() == 0 or len(iterates) == 0:
+        raise ValueError(f"iterates must hold at least one iterate along dimension 0, got {describe(iterates)}")
+    return iterates
+
+
+def polyak_ruppert_average(iterates) -> torch.Tensor:
+    """Running means of a trajectory (T, ...): row t is (θ_0 + ... + θ_t) / (t + 1) (Chapter 3).
+
+    Polyak and Juditsky's averaged iterate, the same as the running equal-weight
+    average of torch.optim.swa_utils.AveragedModel. Pass ``iterates[start:]``
+    to average only the tail of a run.
+    """
+    iterates = _trajectory(iterates)
+    counts = torch.arange(1, len(iterates) + 1, dtype=iterates.dtype, device=iterates.device)
+    return iterates.cumsum(0) / counts.reshape(-1, *([1] * (iterates.dim() - 1)))
+
+
+def exponential_moving_average(iterates, decay: float) -> torch.Tensor:
+    """Exponential moving averages of a trajectory (T, ...) (Chapter 3).
+
+    Row 0 is θ_0 and row t is decay * row(t - 1) + (1 - decay) * θ_t, the
+    convention of torch.optim.swa_utils.get_ema_multi_avg_fn: it weighs the last
+    1 / (1 - decay) or so iterates and forgets the start at the rate decay^t.
+    """
+    iterates = _trajectory(iterates)
+    decay = check_float("decay", decay, low=0.0, high=1.0, high_open=True)
+    averages = torch.empty_like(iterates)
+    averages[0] = iterates[0]
+    for t in range(1, len(iterates)):
+        averages[t] = torch.lerp(iterates[t], averages[t - 1], decay)
+    return averages
+
+
+# ---------------------------------------------------------------------------
+# Side by side with torch.optim
+# ---------------------------------------------------------------------------
+
+class TorchComparison(NamedTuple):
+    """Ours against torch.optim on the same run: the largest parameter difference over all steps,
+    and how far torch's parameters moved (a comparison of runs that never moved would prove nothing)."""
+
+    max_difference: float
+    distance_moved: float
+
+
+def deviation_from_torch(name: str, steps: int = 50, *, seed: int = 0, **hyperparameters) -> TorchComparison:
+    """Train one small network with this module's optimizer ``name`` and with torch's (Chapter 3).
+
+    A (5, 8, 1) tanh network from :func:`dlbook.nets.mlp` fits y = sin(x_1 + ... + x_5)
+    on 64 Gaussian inputs in float64, with full-batch gradients; both runs
+    start from the same weights and see the same data. With ``maximize=True``
+    both ascend the negated loss, which is the same descent.
+    """
+    name = check_choice("name", name, [n for n in __all__ if n[0].isupper()])
+    steps = check_int("steps", steps, minimum=1)
+    rng = generator(check_int("seed", seed, minimum=0))
+    X = torch.randn(64, 5, generator=rng, dtype=torch.float64)
+    y = torch.sin(X.sum(1, keepdim=True))
+    sign = -1.0 if hyperparameters.get("maximize") else 1.0
+    paths = []
+    for optimizer_class in (globals()[name], getattr(torch.optim, name)):
+        model = nets.mlp((5, 8, 1), activation="tanh", seed=seed, dtype=torch.float64)
+        optimizer = optimizer_class(model.parameters(), **hyperparameters)
+        path = [torch.cat([p.detach().flatten() for p in model.parameters()])]
+        for _ in range(steps):
+            loss = sign * ((model(X) - y) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            path.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+        paths.append(torch.stack(path))
+    ours, theirs = paths
+    return TorchComparison((ours - theirs).abs().max().item(), (theirs[-1] - theirs[0]).abs().max().item())

@@ -31,7 +31,7 @@ from .validation import (
 # ---------------------------------------------------------------------------
 
 class Quadratic(NamedTuple):
-    """f(θ) = ½ θᵀ A θ with A = Q diag(eigenvalues) Qᵀ; the minimum is f(0) = 0."""
+    """f(θ) = ½ θᵀ A θ with A = Q diag(eigenvalues) Qᵀ; the minimum is f(0) = 0 (Chapter 3)."""
 
     A: torch.Tensor
     eigenvalues: torch.Tensor
@@ -82,13 +82,13 @@ def condition_number(A) -> float:
 
 
 def quadratic_loss(A: torch.Tensor, theta: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
-    """½ θᵀAθ - bᵀθ for one θ (d,) or a batch (..., d)."""
+    """½ θᵀAθ - bᵀθ for one θ (d,) or a batch (..., d) (Chapter 3)."""
     loss = 0.5 * ((theta @ A) * theta).sum(-1)
     return loss if b is None else loss - theta @ b
 
 
 class Run(NamedTuple):
-    """An optimizer run on a quadratic: iterates (steps_done + 1, d), losses (steps_done + 1,)."""
+    """An optimizer run on a quadratic: iterates (steps_done + 1, d), losses (steps_done + 1,) (Chapter 3)."""
 
     iterates: torch.Tensor
     losses: torch.Tensor
@@ -175,7 +175,8 @@ def run_on_quadratic(A, theta0, make_optimizer: Callable, steps: int, *, b=None,
 # ---------------------------------------------------------------------------
 
 class LeastSquares(NamedTuple):
-    """L(θ) = ‖Xθ - y‖²/(2N): data, minimiser θ*, minimum, Hessian XᵀX/N and per-sample gradient covariance at θ*."""
+    """L(θ) = ‖Xθ - y‖²/(2N): data, minimiser θ*, minimum, Hessian XᵀX/N and per-sample gradient
+    covariance at θ* (Chapter 3)."""
 
     X: torch.Tensor
     y: torch.Tensor
@@ -271,8 +272,8 @@ def sgd_offsets(problem: LeastSquares, lr: float, batch_size: int, steps: int, *
     for _ in range(steps):
         batch = torch.randint(num_points, (num_chains, batch_size), generator=rng).to(X.device)  # (R, B)
         X_batch = X[batch]                                                       # (R, B, d)
-        residual = torch.einsum("rbd,rd->rb", X_batch, theta) - y[batch]         # (R, B)
-        theta = theta - lr * torch.einsum("rbd,rb->rd", X_batch, residual) / batch_size
+        residual = (X_batch @ theta.unsqueeze(-1)).squeeze(-1) - y[batch]        # (R, B)
+        theta = theta - lr * (residual.unsqueeze(1) @ X_batch).squeeze(1) / batch_size  # (R, d)
         offsets.append(theta - problem.theta_star)
     return torch.stack(offsets)
 
@@ -311,3 +312,52 @@ def sgd_stationary_covariance(problem: LeastSquares, lr: float, batch_size: int)
     constant = (lr**2 / batch_size * C).reshape(-1)
     S = torch.linalg.solve(torch.eye(dim * dim, dtype=torch.float64) - T, constant).reshape(dim, dim)
     return (S + S.T) / 2
+
+
+# ---------------------------------------------------------------------------
+# Averaged SGD iterates (Chapter 3)
+# ---------------------------------------------------------------------------
+#
+# Conditioned on δ_t = θ_t - θ*, the next offset has mean (I - lr H) δ_t exactly
+# (the minibatch is drawn afresh and the per-sample gradients at θ* average
+# to zero), so stationary offsets k steps apart have the cross moment
+# E[δ_{t+k} δ_tᵀ] = (I - lr H)^k S. Summing these moments gives the second
+# moment of any average of the iterates. In the eigenbasis of H only the
+# diagonal of S matters for the excess loss ½ tr(H E[δ̄ δ̄ᵀ]).
+
+def _eigen_moments(problem: LeastSquares, lr: float, batch_size: int):
+    """Eigenvalues λ of H, the matching diagonal of S in H's eigenbasis, and a = 1 - lr λ."""
+    S = sgd_stationary_covariance(problem, lr, batch_size)
+    eigenvalues, Q = torch.linalg.eigh(problem.hessian.detach().to("cpu", torch.float64))
+    if eigenvalues[0] <= 0:
+        raise ValueError("problem must have a positive definite Hessian (X of full column rank)")
+    return eigenvalues, (Q.T @ S @ Q).diagonal(), 1 - lr * eigenvalues
+
+
+def polyak_average_excess_loss(problem: LeastSquares, lr: float, batch_size: int, num_steps: int) -> float:
+    """Exact E[L(θ̄) - L(θ*)] for the mean θ̄ of ``num_steps`` consecutive stationary SGD iterates (Chapter 3).
+
+    With a = 1 - lr λ per eigen-direction of H and s its stationary variance,
+    the average's variance is s (2 f(a) - T) / T² with f(a) = Σ_{l<T} (T - l) aˡ.
+    For large T this tends to tr(H⁻¹C)/(2 B T): averaging converges like 1/T
+    where the iterates themselves stall at a noise floor.
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    eigenvalues, variances, a = _eigen_moments(problem, lr, batch_size)
+    T = float(num_steps)
+    weighted_sum = T / (1 - a) - a * (1 - a**num_steps) / (1 - a) ** 2  # Σ_{l<T} (T - l) aˡ
+    return 0.5 * (eigenvalues * variances * (2 * weighted_sum - T)).sum().item() / T**2
+
+
+def ema_excess_loss(problem: LeastSquares, lr: float, batch_size: int, decay: float) -> float:
+    """Exact stationary E[L(θ̃) - L(θ*)] for the exponential moving average θ̃ of SGD's iterates (Chapter 3).
+
+    θ̃ = (1 - decay) Σ_k decay^k θ_{t-k}; per eigen-direction its variance is
+    s (1 - decay)(1 + decay a) / ((1 + decay)(1 - decay a)) with a = 1 - lr λ:
+    a floor again, lower than the iterates' own by about the window 2/(1 - decay)
+    over the iterates' correlation time 1/(lr λ).
+    """
+    decay = check_float("decay", decay, low=0.0, high=1.0, high_open=True)
+    eigenvalues, variances, a = _eigen_moments(problem, lr, batch_size)
+    shrink = (1 - decay) * (1 + decay * a) / ((1 + decay) * (1 - decay * a))
+    return 0.5 * (eigenvalues * variances * shrink).sum().item()

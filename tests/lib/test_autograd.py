@@ -4,34 +4,23 @@ import math
 import pytest
 import torch
 
-from dlbook import autograd
+from dlbook import autograd, nets
 from dlbook.autograd import Tensor, cross_entropy, unbroadcast
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device"))]
 
 
-def _pair(shape, gen, *, positive=False):
-    """The same random float64 values as a torch leaf and as an engine leaf."""
-    values = torch.randn(shape, generator=gen, dtype=torch.float64)
-    if positive:
-        values = values.abs() + 0.5
-    return values.clone().requires_grad_(), Tensor(values, requires_grad=True)
+def _inputs(shapes, seed, positive=()):
+    gen = torch.Generator().manual_seed(seed)
+    inputs = [torch.randn(shape, generator=gen, dtype=torch.float64) for shape in shapes]
+    return [x.abs() + 0.5 if i in positive else x for i, x in enumerate(inputs)]
 
 
 def _compare(fn, shapes, seed, *, positive=(), atol=1e-10):
-    gen = torch.Generator().manual_seed(seed)
-    pairs = [_pair(shape, gen, positive=i in positive) for i, shape in enumerate(shapes)]
-    reference = fn(*(t for t, _ in pairs))
-    ours = fn(*(e for _, e in pairs))
-    assert ours.shape == reference.shape
-    assert torch.allclose(ours.data, reference.detach(), rtol=0, atol=atol)
-    upstream = torch.randn(reference.shape, generator=gen, dtype=torch.float64)
-    reference.backward(upstream)
-    ours.backward(upstream)
-    for t, e in pairs:
-        assert e.grad.shape == t.shape
-        assert torch.allclose(e.grad, t.grad, rtol=0, atol=atol), (e.grad - t.grad).abs().max()
+    """Values and gradients of fn on engine Tensors against torch.autograd (dlbook.autograd.gradient_gap)."""
+    gap = autograd.gradient_gap(fn, fn, _inputs(shapes, seed, positive), seed=seed)
+    assert gap <= atol, gap
 
 
 UNARY = {
@@ -207,6 +196,10 @@ def test_bad_inputs_raise_clear_errors():
         x + "a"
     with pytest.raises(TypeError, match="exponent"):
         x ** torch.ones(1)
+    with pytest.raises(ValueError, match="shape"):
+        x.reshape(4, 2)
+    with pytest.raises(TypeError, match="dim"):
+        x.sum(dim=1.0)
     with pytest.raises(ValueError, match="matmul"):
         x @ Tensor(torch.ones(2, 2))
     with pytest.raises(ValueError, match="matmul"):
@@ -239,15 +232,64 @@ def test_bad_cross_entropy_and_mlp_arguments():
         cross_entropy(logits, torch.zeros(2, dtype=torch.long))
     with pytest.raises(ValueError, match="targets"):
         cross_entropy(logits, torch.tensor([0, 1, 4]))
-    with pytest.raises(ValueError, match="sizes"):
+    with pytest.raises(ValueError, match="widths"):
         autograd.MLP([3])
-    with pytest.raises(TypeError, match="sizes"):
+    with pytest.raises(TypeError, match="widths"):
         autograd.MLP([3, "4"])
     with pytest.raises(ValueError, match="activation"):
         autograd.MLP([3, 4], activation="gelu")
     with pytest.raises(ValueError, match="X"):
         autograd.MLP([3, 4])(torch.zeros(2, 5))
+    with pytest.raises(TypeError, match="X"):
+        autograd.MLP([3, 4])(torch.zeros(2, 3, dtype=torch.int64))
+    with pytest.raises(TypeError, match="x"):
+        autograd.finite_difference_gradient(lambda v: 0.0, torch.zeros(2, dtype=torch.int64))
     with pytest.raises(TypeError, match="fn"):
         autograd.finite_difference_gradient(None, torch.zeros(2))
     with pytest.raises(ValueError, match="eps"):
         autograd.finite_difference_gradient(lambda v: 0.0, torch.zeros(2), eps=0)
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*", "/"])
+def test_shapes_that_do_not_broadcast_raise_a_clear_error(op):
+    a, b = Tensor(torch.ones(2, 3), requires_grad=True), Tensor(torch.ones(4))
+    operations = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b}
+    with pytest.raises(ValueError, match=rf"left operand of \{op} of shape \(2, 3\) and the right operand "
+                                         r"of shape \(4,\) do not broadcast"):
+        operations[op]()
+    with pytest.raises(ValueError, match="do not broadcast"):  # a torch tensor on the left, too
+        {"+": lambda: torch.ones(5) + a, "-": lambda: torch.ones(5) - a, "*": lambda: torch.ones(5) * a,
+         "/": lambda: 1.0 / a.reshape(6) * torch.ones(5)}[op]()
+
+
+def test_matmul_with_different_dtypes_raises_and_mlp_casts_its_input():
+    with pytest.raises(TypeError, match="dtype"):
+        Tensor(torch.ones(2, 3, dtype=torch.float32)) @ Tensor(torch.ones(3, 2, dtype=torch.float64))
+    net = autograd.MLP([3, 4, 2], seed=0)
+    assert net(torch.ones(5, 3, dtype=torch.float32)).dtype == torch.float64
+
+
+def test_integer_data_become_float64_and_float32_leaves_keep_float32_gradients():
+    assert Tensor(torch.tensor([1, 2])).dtype == torch.float64
+    x = Tensor(torch.ones(3, dtype=torch.float32), requires_grad=True)
+    (x * torch.ones(3, dtype=torch.float64)).sum().backward()
+    assert x.grad.dtype == torch.float32
+
+
+def test_mlp_weights_are_those_of_nets_mlp():
+    net = autograd.MLP([5, 7, 3], activation="tanh", seed=4)
+    reference = nets.mlp((5, 7, 3), activation="tanh", seed=4, dtype=torch.float64)
+    X = torch.randn(6, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert torch.allclose(net(X).data, reference(X).detach(), rtol=0, atol=1e-14)
+    assert torch.allclose(net.to_torch()(X), reference(X), rtol=0, atol=1e-14)
+
+
+def test_gradient_gap_detects_a_wrong_gradient_and_a_wrong_shape():
+    inputs = _inputs([(3, 4)], seed=0)
+    assert autograd.gradient_gap(lambda a: a.tanh(), lambda a: a.tanh(), inputs) < 1e-14
+    assert autograd.gradient_gap(lambda a: a.tanh(), lambda a: a.sigmoid(), inputs) > 0.1
+    assert autograd.gradient_gap(lambda a: a.sum(0), lambda a: a.sum(1), inputs) == math.inf
+    with pytest.raises(TypeError, match="inputs"):
+        autograd.gradient_gap(lambda a: a, lambda a: a, torch.ones(2))
+    with pytest.raises(TypeError, match="inputs"):
+        autograd.gradient_gap(lambda a: a, lambda a: a, [torch.ones(2, dtype=torch.int64)])

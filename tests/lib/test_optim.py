@@ -25,40 +25,32 @@ SETTINGS = [
     ("Adam", dict(lr=0.01, amsgrad=True)),
     ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.05, maximize=True)),
     ("Adam", dict(lr=0.01, betas=(0.0, 0.5))),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1)),
+    ("Adadelta", dict(lr=2.0, rho=0.95, maximize=True)),
+    ("Adamax", dict(lr=0.01)),
+    ("Adamax", dict(lr=0.02, betas=(0.8, 0.99), eps=1e-4, weight_decay=0.1)),
+    ("Adamax", dict(lr=0.01, betas=(0.0, 0.5), maximize=True)),
     ("AdamW", dict(lr=0.01)),
     ("AdamW", dict(lr=0.01, weight_decay=0.3, amsgrad=True)),
     ("AdamW", dict(lr=0.003, betas=(0.5, 0.9), eps=1e-6, maximize=True)),
 ]
 
 
-def _model(seed=0):
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2)).double()
-
-
-def _trajectory(optimizer_class, kwargs, steps=100):
-    gen = torch.Generator().manual_seed(1)
-    X = torch.randn(32, 4, generator=gen, dtype=torch.float64)
-    y = torch.stack([torch.sin(X[:, 0] + X[:, 1]), X[:, 2] * X[:, 3]], dim=1)
-    model = _model()
-    sign = -1.0 if kwargs.get("maximize") else 1.0  # maximize the negated loss: the same descent
-    optimizer = optimizer_class(model.parameters(), **kwargs)
-    path = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        loss = sign * ((model(X) - y) ** 2).mean()
-        loss.backward()
-        optimizer.step()
-        path.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
-    return torch.stack(path)
-
-
 @pytest.mark.parametrize("name,kwargs", SETTINGS, ids=[f"{n}-{k}" for n, k in SETTINGS])
 def test_matches_torch_optim_step_for_step(name, kwargs):
-    ours = _trajectory(getattr(optim, name), kwargs)
-    reference = _trajectory(getattr(torch.optim, name), kwargs)
-    assert (ours - reference).abs().max().item() < 1e-12
-    assert (reference[-1] - reference[0]).abs().max() > 1e-3  # the run actually moved
+    comparison = optim.deviation_from_torch(name, steps=60, seed=1, **kwargs)
+    assert comparison.max_difference < 1e-12
+    assert comparison.distance_moved > 1e-3  # the run actually moved
+
+
+def test_deviation_from_torch_sees_a_different_algorithm(monkeypatch):
+    # The comparison can fail: our Adam standing in for Adamax is far from torch's Adamax.
+    monkeypatch.setattr(optim, "Adamax", optim.Adam)
+    comparison = optim.deviation_from_torch("Adamax", steps=20, lr=0.01)
+    assert comparison.max_difference > 1e-4, comparison
+    with pytest.raises(ValueError, match="name"):
+        optim.deviation_from_torch("LBFGS")
 
 
 def test_loss_decreases_when_maximize_is_false_and_increases_when_true():
@@ -181,7 +173,8 @@ def test_sgd_weight_decay_equals_l2_penalty_with_momentum():
     not torch.cuda.is_available(), reason="no CUDA device"))])
 def test_runs_on_every_device(device):
     p = torch.ones(3, device=device, requires_grad=True)
-    for cls in (optim.SGD, optim.Adagrad, optim.RMSprop, optim.Adam, optim.AdamW):
+    for cls in (optim.SGD, optim.Adagrad, optim.RMSprop, optim.Adadelta, optim.Adam, optim.Adamax,
+                optim.AdamW):
         opt = cls([p], lr=0.01)
         (p**2).sum().backward()
         opt.step()
@@ -201,6 +194,10 @@ def test_runs_on_every_device(device):
     (optim.RMSprop, dict(alpha=1.5), "alpha"), (optim.RMSprop, dict(centered="yes"), "centered"),
     (optim.Adam, dict(betas=(0.9, 1.0)), "betas"), (optim.Adam, dict(betas=0.9), "betas"),
     (optim.Adam, dict(weight_decay=-0.1), "weight_decay"), (optim.AdamW, dict(amsgrad=None), "amsgrad"),
+    (optim.Adam, dict(betas=(0.9, 0.99, 0.9)), "betas"), (optim.Adam, dict(betas=("a", 0.9)), "betas"),
+    (optim.Adadelta, dict(rho=1.5), "rho"), (optim.Adadelta, dict(eps=-1.0), "eps"),
+    (optim.Adadelta, dict(lr=-1.0), "lr"), (optim.Adamax, dict(betas=(1.0, 0.9)), "betas"),
+    (optim.Adamax, dict(eps="small"), "eps"), (optim.Adamax, dict(maximize=1), "maximize"),
 ])
 def test_bad_hyperparameters_raise(cls, kwargs, match):
     with pytest.raises((TypeError, ValueError), match=match):
@@ -213,3 +210,73 @@ def test_sparse_gradients_are_refused():
     p.grad = torch.zeros(3).to_sparse()
     with pytest.raises(RuntimeError, match="sparse"):
         opt.step()
+
+
+def test_adadelta_first_step_is_sqrt_eps_over_rms_of_the_gradient():
+    # u = 0 at the start: the first step is sqrt(eps) / sqrt((1 - rho) g^2 + eps) * g, whatever lr's units.
+    g = torch.tensor([1e-3, -2.0, 50.0], dtype=torch.float64)
+    p = torch.zeros(3, dtype=torch.float64)
+    opt = optim.Adadelta([p], rho=0.9, eps=1e-6)
+    p.grad = g
+    opt.step()
+    assert torch.allclose(-p, math.sqrt(1e-6) / torch.sqrt(0.1 * g**2 + 1e-6) * g, rtol=1e-14, atol=0)
+
+
+def test_adamax_steps_are_bounded_whatever_the_gradients():
+    # |m_t| <= (1 - b1) sum b1^(t-k) |g_k| and u_t >= b2^(t-k) |g_k|: every step is at most
+    # lr (1 - b1) / (1 - b1 / b2), and the first step is exactly lr in every coordinate (eps = 0).
+    gen = torch.Generator().manual_seed(3)
+    p = torch.zeros(4, dtype=torch.float64)
+    opt = optim.Adamax([p], lr=0.01, betas=(0.9, 0.999), eps=0.0)
+    p.grad = torch.tensor([1e-3, -5.0, 200.0, 0.7], dtype=torch.float64)
+    opt.step()
+    assert torch.allclose(-p, 0.01 * p.grad.sign(), rtol=1e-14, atol=0)
+    largest = 0.0
+    for _ in range(300):
+        before = p.clone()
+        p.grad = 10.0 ** torch.randint(-3, 4, (4,), generator=gen) * torch.randn(4, generator=gen, dtype=torch.float64)
+        opt.step()
+        largest = max(largest, (before - p).abs().max().item())
+    assert 0.5 * 0.01 < largest <= 0.01 * 0.1 / (1 - 0.9 / 0.999)
+
+
+def test_polyak_ruppert_average_matches_swa_averaged_model():
+    gen = torch.Generator().manual_seed(0)
+    iterates = torch.randn(30, 4, generator=gen, dtype=torch.float64)
+    averages = optim.polyak_ruppert_average(iterates)
+    assert torch.allclose(averages[-1], iterates.mean(0), rtol=0, atol=1e-15)
+    param = torch.nn.Parameter(iterates[0].clone())
+    model = torch.nn.ParameterList([param])
+    averaged = torch.optim.swa_utils.AveragedModel(model)
+    for t in range(len(iterates)):
+        param.data.copy_(iterates[t])
+        averaged.update_parameters(model)
+        assert torch.allclose(averaged.module[0], averages[t], rtol=0, atol=1e-14)
+
+
+def test_exponential_moving_average_matches_swa_ema():
+    gen = torch.Generator().manual_seed(1)
+    iterates = torch.randn(40, 3, 2, generator=gen, dtype=torch.float64)
+    averages = optim.exponential_moving_average(iterates, 0.9)
+    param = torch.nn.Parameter(iterates[0].clone())
+    model = torch.nn.ParameterList([param])
+    averaged = torch.optim.swa_utils.AveragedModel(model,
+                                                   multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+    for t in range(len(iterates)):
+        param.data.copy_(iterates[t])
+        averaged.update_parameters(model)
+        assert torch.allclose(averaged.module[0], averages[t], rtol=0, atol=1e-14)
+    # decay 0 is no averaging at all; a constant trajectory is its own average
+    assert torch.equal(optim.exponential_moving_average(iterates, 0.0), iterates)
+    assert torch.allclose(optim.exponential_moving_average(torch.ones(5, 2), 0.7), torch.ones(5, 2))
+
+
+def test_averaging_bad_inputs():
+    with pytest.raises(ValueError, match="iterates"):
+        optim.polyak_ruppert_average(torch.zeros(0, 3))
+    with pytest.raises(TypeError, match="iterates"):
+        optim.polyak_ruppert_average(torch.zeros(4, 3, dtype=torch.int64))
+    with pytest.raises(ValueError, match="decay"):
+        optim.exponential_moving_average(torch.zeros(4, 3), 1.0)
+    with pytest.raises(TypeError, match="decay"):
+        optim.exponential_moving_average(torch.zeros(4, 3), "0.9")

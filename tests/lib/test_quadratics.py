@@ -147,3 +147,50 @@ def test_bad_inputs_raise_clear_errors(bowl, start):
         quadratics.least_squares(torch.ones(5, 2, dtype=torch.int64), torch.ones(5))
     with pytest.raises(ValueError, match="same number of rows"):
         quadratics.least_squares(torch.ones(5, 2), torch.ones(4))
+
+
+def _brute_force_average_excess(problem, lr, batch_size, num_steps=None, decay=None, lags=4000):
+    """½ tr(H Cov) of an average of stationary iterates, summing E[δ_j δ_kᵀ] = A^|j-k| S lag by lag."""
+    S = quadratics.sgd_stationary_covariance(problem, lr, batch_size)
+    A = torch.eye(len(S), dtype=torch.float64) - lr * problem.hessian
+    if num_steps is not None:  # weights 1/T on T consecutive iterates
+        weights = torch.full((num_steps,), 1.0 / num_steps, dtype=torch.float64)
+    else:  # (1 - decay) decay^k on the iterate k steps back
+        weights = (1 - decay) * decay ** torch.arange(lags, dtype=torch.float64)
+    total = torch.zeros_like(S)
+    power = torch.eye(len(S), dtype=torch.float64)
+    for lag in range(len(weights)):
+        pair_weight = (weights[lag:] * weights[:len(weights) - lag]).sum()  # Σ_k w_k w_{k+lag}
+        term = power @ S
+        total += pair_weight * (term if lag == 0 else term + term.T)
+        power = power @ A
+    return 0.5 * torch.trace(problem.hessian @ total).item()
+
+
+def test_averaged_excess_losses_match_a_lag_by_lag_sum():
+    problem = quadratics.least_squares_problem(300, (2.0, 1.0, 0.5), noise=1.0, seed=3)
+    floor = _excess(problem, 0.05, 2)
+    assert abs(quadratics.polyak_average_excess_loss(problem, 0.05, 2, 1) - floor) < 1e-14
+    assert abs(quadratics.ema_excess_loss(problem, 0.05, 2, 0.0) - floor) < 1e-14
+    for T in (5, 60):
+        exact = quadratics.polyak_average_excess_loss(problem, 0.05, 2, T)
+        assert abs(exact / _brute_force_average_excess(problem, 0.05, 2, num_steps=T) - 1) < 1e-10
+    exact = quadratics.ema_excess_loss(problem, 0.05, 2, 0.9)
+    assert abs(exact / _brute_force_average_excess(problem, 0.05, 2, decay=0.9, lags=600) - 1) < 1e-10
+
+
+def test_polyak_average_tends_to_the_statistical_rate_and_matches_simulation():
+    problem = quadratics.least_squares_problem(400, (2.0, 1.0, 0.5), noise=1.0, seed=1)
+    statistical = torch.trace(torch.linalg.solve(problem.hessian, problem.gradient_covariance)).item() / 2
+    # T (excess) -> tr(H^-1 C) / (2B) as T grows, up to O(lr) corrections.
+    assert abs(20_000 * quadratics.polyak_average_excess_loss(problem, 0.005, 1, 20_000) / statistical - 1) < 0.02
+    offsets = quadratics.sgd_offsets(problem, 0.05, 1, 1400, num_chains=300, seed=0)[200:]
+    averages = optim.polyak_ruppert_average(offsets)
+    measured = problem.excess_loss(problem.theta_star + averages[-1]).mean().item()
+    assert abs(measured / quadratics.polyak_average_excess_loss(problem, 0.05, 1, len(offsets)) - 1) < 0.15
+    ema = problem.excess_loss(problem.theta_star + optim.exponential_moving_average(offsets, 0.95)).mean(1)
+    assert abs(ema[200:].mean().item() / quadratics.ema_excess_loss(problem, 0.05, 1, 0.95) - 1) < 0.08
+    with pytest.raises(ValueError, match="num_steps"):
+        quadratics.polyak_average_excess_loss(problem, 0.05, 1, 0)
+    with pytest.raises(ValueError, match="decay"):
+        quadratics.ema_excess_loss(problem, 0.05, 1, 1.0)
