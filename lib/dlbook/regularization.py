@@ -65,8 +65,8 @@ def l2_penalty(parameters, mu: float) -> torch.Tensor:
 
 def weight_decay_step(theta, grad, lr: float, mu: float) -> torch.Tensor:
     """One gradient step on loss + μ/2‖θ‖²: (1 − ημ)θ − η∇ℓ (Chapter 4; the source's sign is wrong)."""
-    theta = as_tensor("theta", theta)
-    grad = as_tensor("grad", grad)
+    theta = as_tensor("theta", theta, floating=True)
+    grad = as_tensor("grad", grad, floating=True)
     if theta.shape != grad.shape:
         raise ValueError(f"grad must have the shape of theta {tuple(theta.shape)}, got {tuple(grad.shape)}")
     lr = check_float("lr", lr, low=0.0, low_open=True)
@@ -87,11 +87,9 @@ def decay_trajectory(X, y, *, optimizer: str, mode: str, mu: float, lr: float, s
     w by (1 − ημ) outside the optimizer (torch.optim.AdamW for Adam). Returns
     the (steps + 1, d) trajectory in the dtype of X.
     """
-    X = check_finite("X", as_tensor("X", X, ndim=2))
-    y = check_finite("y", as_tensor("y", y, ndim=1))
+    X = check_finite("X", as_tensor("X", X, ndim=2, floating=True))
+    y = check_finite("y", as_tensor("y", y, ndim=1, floating=True))
     check_same_length("X", X, "y", y)
-    if not X.is_floating_point():
-        raise TypeError(f"X must be a floating-point tensor, got dtype {X.dtype}")
     check_choice("optimizer", optimizer, ("sgd", "adam"))
     check_choice("mode", mode, DECAY_MODES)
     mu = check_float("mu", mu, low=0.0)
@@ -159,8 +157,8 @@ def equivalent_steps(lr: float, mu: float) -> float:
 
 def ridge_solution(X, y, mu: float) -> torch.Tensor:
     """argmin 1/(2N)‖Xw − y‖² + μ/2‖w‖², i.e. (XᵀX/N + μI)⁻¹ Xᵀy/N, in float64 (Chapter 4)."""
-    X = as_tensor("X", X, ndim=2).double()
-    y = as_tensor("y", y, ndim=1).double()
+    X = as_tensor("X", X, ndim=2, floating=True).double()
+    y = as_tensor("y", y, ndim=1, floating=True).double()
     check_same_length("X", X, "y", y)
     mu = check_float("mu", mu, low=0.0)
     gram = X.T @ X / len(X)
@@ -184,8 +182,8 @@ def early_stopped_solution(X, y, lr: float, steps: int) -> torch.Tensor:
     In the eigenbasis of XᵀX/N the iterate is the least-squares solution shrunk by
     1 − (1 − ηλ)^t, so any t costs one eigendecomposition; X must have full column rank.
     """
-    X = as_tensor("X", X, ndim=2).double()
-    y = as_tensor("y", y, ndim=1).double()
+    X = as_tensor("X", X, ndim=2, floating=True).double()
+    y = as_tensor("y", y, ndim=1, floating=True).double()
     check_same_length("X", X, "y", y)
     eigenvalues, Q = torch.linalg.eigh(X.T @ X / len(X))
     if eigenvalues.min() <= 1e-12 * eigenvalues.max():
@@ -220,7 +218,7 @@ def ill_conditioned_regression(num_train: int = 40, dim: int = 30, *, noise: flo
 
 
 class EarlyStop(NamedTuple):
-    """Where early stopping keeps the weights and where it stops training (epochs count from 0)."""
+    """Where early stopping keeps the weights and where it stops training, epochs counted from 0 (Chapter 4)."""
 
     best: int
     stopped: int
@@ -231,7 +229,7 @@ def best_epoch(val_losses, patience: int) -> EarlyStop:
 
     Training stops after ``patience`` epochs without a strict improvement, or at the last epoch.
     """
-    losses = as_tensor("val_losses", val_losses, ndim=1, floating=True).double()
+    losses = as_tensor("val_losses", val_losses, ndim=1).double()
     if len(losses) == 0:
         raise ValueError("val_losses must not be empty")
     patience = check_int("patience", patience, minimum=1)
@@ -351,8 +349,8 @@ def smoothed_cross_entropy(logits, y, eps: float) -> torch.Tensor:
 
 
 class SmoothedOptimum(NamedTuple):
-    """The best free logits under label smoothing: the logit gap between the true class and
-    every other, and the minimal loss (the entropy of the smoothed target)."""
+    """The best free logits under label smoothing (Chapter 4): the logit gap between the true class
+    and every other, and the minimal loss (the entropy of the smoothed target)."""
 
     gap: float
     loss: float
