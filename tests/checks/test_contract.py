@@ -14,8 +14,8 @@ import pytest
 from exercise_contract import assert_fails_cleanly, assert_fails_naming_the_case, assert_passes
 
 #: Test modules that follow the contract, with the fewest cases a check must run.
-CHAPTER_TESTS = {"test_ch02_feedforward": 5, "test_ch03_optimization": 4,
-                 "test_ch04_training": 5, "test_ch17_symmetry": 5}
+CHAPTER_TESTS = {"test_ch01_neurons": 5, "test_ch02_feedforward": 5, "test_ch03_optimization": 4,
+                 "test_ch04_training": 5, "test_ch16_failures": 5, "test_ch17_symmetry": 5}
 
 
 def _declared(attribute: str) -> list[tuple]:
