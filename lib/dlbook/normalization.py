@@ -10,6 +10,8 @@ like the torch.nn layers they mirror.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from .validation import as_tensor, check_bool, check_dtype, check_float, check_int, describe
@@ -27,9 +29,17 @@ def _vector(name: str, value, length: int) -> torch.Tensor:
     return as_tensor(name, value, shape=(length,), floating=True)
 
 
+class BatchNormResult(NamedTuple):
+    """The output of a batch-norm step and the running statistics after it (Chapter 4)."""
+
+    output: torch.Tensor
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
+
 def batch_norm(x, weight, bias, running_mean, running_var, *, training: bool, momentum: float = 0.1,
-               eps: float = 1e-5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Batch norm of an (N, C) batch; returns (output, new running mean, new running variance) (Chapter 4).
+               eps: float = 1e-5) -> BatchNormResult:
+    """Batch norm of an (N, C) batch: the output and the new running mean and variance (Chapter 4).
 
     Training mode standardizes each feature with the batch mean and biased
     variance and blends the batch statistics into the running ones (unbiased
@@ -45,7 +55,7 @@ def batch_norm(x, weight, bias, running_mean, running_var, *, training: bool, mo
     eps = check_float("eps", eps, low=0.0, low_open=True)
     if not training:
         x_hat = (x - running_mean) / torch.sqrt(running_var + eps)
-        return weight * x_hat + bias, running_mean, running_var
+        return BatchNormResult(weight * x_hat + bias, running_mean, running_var)
     if len(x) < 2:
         raise ValueError(f"x must hold at least 2 samples in training mode, got {len(x)}")
     mean = x.mean(dim=0)
@@ -54,7 +64,7 @@ def batch_norm(x, weight, bias, running_mean, running_var, *, training: bool, mo
     unbiased = var * len(x) / (len(x) - 1)
     new_mean = (1 - momentum) * running_mean + momentum * mean.detach()
     new_var = (1 - momentum) * running_var + momentum * unbiased.detach()
-    return weight * x_hat + bias, new_mean, new_var
+    return BatchNormResult(weight * x_hat + bias, new_mean, new_var)
 
 
 class BatchNorm1d(torch.nn.Module):
@@ -125,7 +135,14 @@ def weight_norm(v, g) -> torch.Tensor:
     return g[:, None] * v / v.norm(dim=1, keepdim=True)
 
 
-def weight_norm_gradients(v, g, grad_w) -> tuple[torch.Tensor, torch.Tensor]:
+class WeightNormGradients(NamedTuple):
+    """Gradients of the loss with respect to the direction v and the length g of w = g v/‖v‖ (Chapter 4)."""
+
+    v: torch.Tensor
+    g: torch.Tensor
+
+
+def weight_norm_gradients(v, g, grad_w) -> WeightNormGradients:
     """Closed-form (∇_v ℓ, ∂ℓ/∂g) from ∇_w ℓ for w = g v/‖v‖, row by row (Chapter 4).
 
     ∂ℓ/∂g = ∇_w ℓ · v/‖v‖ and ∇_v ℓ = (g/‖v‖)(I − w wᵀ/‖w‖²) ∇_w ℓ, so ∇_v ℓ ⟂ v.
@@ -137,7 +154,7 @@ def weight_norm_gradients(v, g, grad_w) -> tuple[torch.Tensor, torch.Tensor]:
     direction = v / norm                                   # unit rows, parallel to w
     grad_g = (grad_w * direction).sum(dim=1)
     grad_v = (g[:, None] / norm) * (grad_w - grad_g[:, None] * direction)
-    return grad_v, grad_g
+    return WeightNormGradients(grad_v, grad_g)
 
 
 class WeightNormLinear(torch.nn.Module):

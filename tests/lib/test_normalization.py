@@ -48,9 +48,12 @@ def test_batch_norm_training_output_is_standardized_per_feature():
 
 def test_functional_batch_norm_eval_uses_running_stats():
     x = _batches(1)[0]
-    out, m, v = norm.batch_norm(x, torch.ones(5), torch.zeros(5), torch.full((5,), 3.0), torch.full((5,), 4.0),
-                                training=False)
+    result = norm.batch_norm(x, torch.ones(5), torch.zeros(5), torch.full((5,), 3.0), torch.full((5,), 4.0),
+                             training=False)
+    out, m, v = result
+    assert result.output is out and result.running_mean is m and result.running_var is v
     torch.testing.assert_close(out, (x - 3) / torch.sqrt(torch.tensor(4.0 + 1e-5, dtype=torch.float64)))
+    assert torch.equal(m, torch.full((5,), 3.0)) and torch.equal(v, torch.full((5,), 4.0))
 
 
 def test_layer_norm_matches_torch_and_ignores_the_batch():
@@ -87,7 +90,9 @@ def test_weight_norm_closed_form_gradients_equal_autograd_and_are_orthogonal_to_
     g = torch.rand(4, dtype=torch.float64, generator=g_).add(0.5).requires_grad_(True)
     upstream = torch.randn(4, 6, dtype=torch.float64, generator=g_)
     (norm.weight_norm(v, g) * upstream).sum().backward()
-    grad_v, grad_g = norm.weight_norm_gradients(v.detach(), g.detach(), upstream)
+    grads = norm.weight_norm_gradients(v.detach(), g.detach(), upstream)
+    grad_v, grad_g = grads
+    assert grads.v is grad_v and grads.g is grad_g
     torch.testing.assert_close(grad_v, v.grad, rtol=0, atol=1e-14)
     torch.testing.assert_close(grad_g, g.grad, rtol=0, atol=1e-14)
     assert (grad_v * v.detach()).sum(1).abs().max() < 1e-13
