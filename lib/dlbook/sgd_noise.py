@@ -205,6 +205,37 @@ def minibatch_sgd_spread(problem: LeastSquares, lr: float, batch_size: int, *, s
     return ChainStatistics(mean, recent.T @ recent / len(recent) - torch.outer(mean, mean), offsets[-1])
 
 
+class Refits(NamedTuple):
+    """Least-squares fits of one linear model to independent samples (Chapter 17)."""
+
+    theta_true: torch.Tensor   # (d,): the parameters the labels were made with
+    estimates: torch.Tensor    # (num_datasets, d): the minimiser θ*(D) of each sample's loss
+
+
+def least_squares_refits(num_points: int, curvatures=(2.0, 0.5), *, noise: float = 1.0, num_datasets: int = 1000,
+                         seed: int = 0) -> Refits:
+    """Fit y = x·θ + N(0, noise²) by least squares on ``num_datasets`` independent samples (Chapter 17).
+
+    Inputs are Gaussian with variances ``curvatures`` (the population Hessian); θ_true
+    is drawn once from the seed and shared by all samples, so the spread of the
+    estimates is the uncertainty of the minimiser θ*(D) that comes from the sample
+    alone. For Gaussian inputs E|θ*(D) - θ_true|² = noise² tr(H⁻¹) / (N - d - 1).
+    """
+    curvatures = as_tensor("curvatures", list(curvatures), ndim=1, floating=True).to(torch.float64)
+    if len(curvatures) == 0 or torch.any(curvatures <= 0):
+        raise ValueError(f"curvatures must be a non-empty list of positive numbers, got {curvatures.tolist()}")
+    dim = len(curvatures)
+    num_points = check_int("num_points", num_points, minimum=dim + 2)
+    noise = check_float("noise", noise, low=0.0)
+    num_datasets = check_int("num_datasets", num_datasets, minimum=1)
+    rng = generator(check_int("seed", seed, minimum=0))
+    theta_true = torch.randn(dim, generator=rng, dtype=torch.float64)
+    X = torch.randn(num_datasets, num_points, dim, generator=rng, dtype=torch.float64) * curvatures.sqrt()
+    y = X @ theta_true + noise * torch.randn(num_datasets, num_points, generator=rng, dtype=torch.float64)
+    estimates = torch.linalg.lstsq(X, y[..., None]).solution[..., 0]  # (num_datasets, d)
+    return Refits(theta_true, estimates)
+
+
 def noise_model(curvatures, kind: str, scale: float = 1.0, *, lr: float | None = None) -> torch.Tensor:
     """Diagonal gradient-noise variances c_i for Hessian eigenvalues λ_i, largest equal to ``scale`` (Chapter 17).
 

@@ -101,6 +101,16 @@ def test_quantile_sgd_hovers_around_the_quantile():
     assert stats.covariance.item() == pytest.approx(0.05 * 0.09 / (density * (2 - 0.05 * density)), rel=0.1)
 
 
+def test_least_squares_refits_scatter_like_the_gaussian_design_formula():
+    refits = sgd_noise.least_squares_refits(40, (2.0, 0.5), noise=1.5, num_datasets=4000, seed=2)
+    assert refits.estimates.shape == (4000, 2)
+    scatter = ((refits.estimates - refits.theta_true) ** 2).sum(dim=1).mean().item()
+    assert scatter == pytest.approx(1.5 ** 2 * (1 / 2.0 + 1 / 0.5) / (40 - 2 - 1), rel=0.06)
+    # Each estimate is the exact minimiser of its own sample's loss: refitting one sample agrees.
+    again = sgd_noise.least_squares_refits(40, (2.0, 0.5), noise=1.5, num_datasets=4000, seed=2)
+    assert torch.equal(again.estimates, refits.estimates)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="lr"):
         sgd_noise.stationary_covariance(H2, C2, 1.0)
@@ -134,3 +144,7 @@ def test_bad_inputs():
         sgd_noise.simulate_quadratic_sgd(H2, torch.eye(3, dtype=torch.float64), 0.1, steps=10, window=5)
     with pytest.raises(ValueError, match="level"):
         sgd_noise.quantile_sgd(1.0, 0.1, steps=10, window=5)
+    with pytest.raises(ValueError, match="num_points"):
+        sgd_noise.least_squares_refits(3, (1.0, 1.0))
+    with pytest.raises(ValueError, match="curvatures"):
+        sgd_noise.least_squares_refits(10, (1.0, -1.0))
