@@ -86,7 +86,8 @@ def mlp(widths, *, activation: str = "relu", init: str = "torch", bias_std: floa
 
     Each hidden layer is Linear, then optional normalization ("batch" or
     "layer", Chapter 4's from-scratch modules), then ``activation``, then
-    optional dropout with drop probability ``dropout``. The output layer is
+    optional dropout with drop probability ``dropout`` (regularization.Dropout,
+    whose masks come from ``seed``, not the global stream). The output layer is
     linear. ``residual=True`` turns every hidden layer whose width equals its
     input's into a :class:`ResidualBlock` (the first layer changes width and
     stays plain). ``bias_std`` replaces the initialisation's biases by
@@ -120,8 +121,10 @@ def mlp(widths, *, activation: str = "relu", init: str = "torch", bias_std: floa
             if norm is not None:
                 modules.append(_norm_layer(norm, fan_out, dtype, device))
             modules.append(ACTIVATIONS[activation]())
-            if dropout > 0:
-                modules.append(nn.Dropout(dropout))
+            if dropout > 0:  # seeded masks: nn.Dropout would draw from the global stream
+                from .regularization import Dropout
+
+                modules.append(Dropout(dropout, seed=seed * 1000 + len(modules)))
     return nn.Sequential(*modules)
 
 

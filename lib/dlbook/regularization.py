@@ -471,9 +471,6 @@ def label_noise_run(config: NoiseRun) -> train.History:
     X = digits.X_train[:num_train]
     y = flip_labels(digits.y_train[:num_train], config.flip_fraction, 10, seed=config.seed)
     model = nets.mlp(config.widths, dropout=config.dropout, seed=config.seed, device=config.device)
-    for index, module in enumerate(model):
-        if isinstance(module, torch.nn.Dropout):  # masks from the run's seed, not the global stream
-            model[index] = Dropout(module.p, seed=config.seed * 1000 + index)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     return train.fit(model, F.cross_entropy, optimizer, (X, y), epochs=config.epochs,
                      batch_size=config.batch_size, val_data=(digits.X_test, digits.y_test),

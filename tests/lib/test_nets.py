@@ -52,7 +52,12 @@ def test_residual_norm_and_dropout_layers():
     assert torch.allclose(block(x), x + 0.5 * torch.relu(block.linear(x)))
     normed = nets.mlp((3, 6, 2), norm="batch", dropout=0.25)
     assert [type(m).__name__ for m in normed] == ["Linear", "BatchNorm1d", "ReLU", "Dropout", "Linear"]
-    assert isinstance(normed[1], normalization.BatchNorm1d) and normed[3].p == 0.25
+    assert isinstance(normed[1], normalization.BatchNorm1d) and normed[3].drop_prob == 0.25
+    torch.manual_seed(0)
+    before = torch.rand(2)
+    torch.manual_seed(0)
+    normed.train()(torch.ones(8, 3))
+    assert torch.equal(torch.rand(2), before), "dropout masks must come from the network's seed"
     layer_normed = nets.mlp((3, 6, 2), norm="layer")
     assert isinstance(layer_normed[1], normalization.LayerNorm)
 
