@@ -83,6 +83,17 @@ def condition_number(A) -> float:
 
 def quadratic_loss(A: torch.Tensor, theta: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
     """½ θᵀAθ - bᵀθ for one θ (d,) or a batch (..., d) (Chapter 3)."""
+    A = check_square("A", A)
+    theta = as_tensor("theta", theta, floating=True)
+    if theta.dim() == 0 or theta.shape[-1] != len(A):
+        raise ValueError(f"theta must end in a dimension of size {len(A)} to match A, got {describe(theta)}")
+    if b is not None:
+        b = as_tensor("b", b, shape=(len(A),), floating=True)
+    return _quadratic_loss(A, theta, b)
+
+
+def _quadratic_loss(A: torch.Tensor, theta: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """quadratic_loss without the checks, for the loops below (their arguments are checked once)."""
     loss = 0.5 * ((theta @ A) * theta).sum(-1)
     return loss if b is None else loss - theta @ b
 
@@ -133,7 +144,7 @@ def gradient_descent(A, theta0, lr: float, steps: int, *, b=None, blowup: float 
     for _ in range(steps):
         gradient = A @ theta if b is None else A @ theta - b
         theta = theta - lr * gradient
-        loss = quadratic_loss(A, theta, b)
+        loss = _quadratic_loss(A, theta, b)
         if not loss.abs().item() <= limit:  # also catches inf and NaN
             return Run(torch.stack(iterates), torch.stack(losses), True)
         iterates.append(theta)
@@ -155,13 +166,13 @@ def run_on_quadratic(A, theta0, make_optimizer: Callable, steps: int, *, b=None,
     blowup = check_float("blowup", blowup, low=1.0, low_open=True)
     theta = theta0.clone().requires_grad_(False)
     optimizer = make_optimizer([theta])
-    iterates, losses = [theta0.clone()], [quadratic_loss(A, theta0, b)]
+    iterates, losses = [theta0.clone()], [_quadratic_loss(A, theta0, b)]
     limit = blowup * _loss_scale(A, losses[0], b)
     diverged = False
     for _ in range(steps):
         theta.grad = A @ theta if b is None else A @ theta - b
         optimizer.step()
-        loss = quadratic_loss(A, theta, b)
+        loss = _quadratic_loss(A, theta, b)
         if not loss.abs().item() <= limit:  # also catches inf and NaN
             diverged = True
             break
@@ -192,6 +203,9 @@ class LeastSquares(NamedTuple):
 
     def excess_loss(self, theta: torch.Tensor) -> torch.Tensor:
         """L(θ) - L(θ*) = ½ δᵀHδ with δ = θ - θ*, for θ of shape (..., d)."""
+        theta = as_tensor("theta", theta, floating=True)
+        if theta.dim() == 0 or theta.shape[-1] != len(self.theta_star):
+            raise ValueError(f"theta must end in a dimension of size {len(self.theta_star)}, got {describe(theta)}")
         delta = theta - self.theta_star
         return 0.5 * ((delta @ self.hessian) * delta).sum(-1)
 
@@ -263,7 +277,7 @@ def sgd_offsets(problem: LeastSquares, lr: float, batch_size: int, steps: int, *
     batch_size = check_int("batch_size", batch_size, minimum=1)
     steps = check_int("steps", steps, minimum=0)
     num_chains = check_int("num_chains", num_chains, minimum=1)
-    start = problem.theta_star if theta0 is None else as_tensor("theta0", theta0, ndim=1).to(X)
+    start = problem.theta_star if theta0 is None else as_tensor("theta0", theta0, ndim=1, floating=True).to(X)
     if len(start) != dim:
         raise ValueError(f"theta0 must have {dim} entries, got {len(start)}")
     rng = generator(check_int("seed", seed, minimum=0))

@@ -147,6 +147,18 @@ def test_bad_inputs_raise_clear_errors(bowl, start):
         quadratics.least_squares(torch.ones(5, 2, dtype=torch.int64), torch.ones(5))
     with pytest.raises(ValueError, match="same number of rows"):
         quadratics.least_squares(torch.ones(5, 2), torch.ones(4))
+    with pytest.raises(ValueError, match="theta must end"):
+        quadratics.quadratic_loss(bowl.A, torch.zeros(7, 3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="theta"):
+        quadratics.quadratic_loss(bowl.A, torch.zeros(20, dtype=torch.int64))
+    with pytest.raises(ValueError, match="b must have shape"):
+        quadratics.quadratic_loss(bowl.A, start, torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="square"):
+        quadratics.quadratic_loss(torch.ones(2, 3, dtype=torch.float64), start)
+    with pytest.raises(ValueError, match="theta must end"):
+        problem.excess_loss(torch.zeros(4, 3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="theta0"):
+        quadratics.sgd_offsets(problem, 0.1, 1, 10, theta0=torch.zeros(2, dtype=torch.int64))
 
 
 def _brute_force_average_excess(problem, lr, batch_size, num_steps=None, decay=None, lags=4000):
