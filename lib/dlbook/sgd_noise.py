@@ -48,13 +48,15 @@ def stationary_covariance(H, C, lr: float) -> torch.Tensor:
 
     Σ solves the discrete Lyapunov equation Σ = AΣAᵀ + lr² C with A = I - lr H.
     """
-    H, C = check_square("H", H, symmetric=True).double(), check_square("C", C, symmetric=True).double()
+    H, C = check_square("H", H, symmetric=True), check_square("C", C, symmetric=True)
     if H.shape != C.shape:
         raise ValueError(f"H and C must have the same shape, got {tuple(H.shape)} and {tuple(C.shape)}")
     lr = check_float("lr", lr, low=0.0, low_open=True)
+    device = H.device
+    H, C = H.detach().to("cpu", torch.float64), C.detach().to("cpu", torch.float64)  # small d x d algebra
     _check_stable(H, lr)
     A = torch.eye(len(H), dtype=torch.float64) - lr * H
-    return torch.as_tensor(solve_discrete_lyapunov(A.numpy(), lr ** 2 * C.numpy()))
+    return torch.as_tensor(solve_discrete_lyapunov(A.numpy(), lr ** 2 * C.numpy())).to(device)
 
 
 def diagonal_stationary_variance(curvatures, noise_variances, lr: float) -> torch.Tensor:
@@ -102,9 +104,10 @@ def simulate_quadratic_sgd(H, C, lr: float, *, steps: int, num_chains: int = 100
     so Cov ξ = C) or standard Cauchy (``"cauchy"``: infinite variance, C^{1/2} sets
     the scale). Noise is drawn on the CPU from a seeded generator and moved to ``device``.
     """
-    H, C = check_square("H", H, symmetric=True).double(), check_square("C", C, symmetric=True).double()
+    H, C = check_square("H", H, symmetric=True), check_square("C", C, symmetric=True)
     if H.shape != C.shape:
         raise ValueError(f"H and C must have the same shape, got {tuple(H.shape)} and {tuple(C.shape)}")
+    H, C = H.detach().to("cpu", torch.float64), C.detach().to("cpu", torch.float64)
     lr = check_float("lr", lr, low=0.0, low_open=True)
     steps = check_int("steps", steps, minimum=1)
     num_chains = check_int("num_chains", num_chains, minimum=2)
@@ -147,13 +150,14 @@ def _vector(name: str, value, dim: int, device) -> torch.Tensor:
 
 
 def quantile_sgd(level: float, lr: float, *, steps: int, num_chains: int = 1000, window: int = 1000,
-                 seed: int = 0) -> ChainStatistics:
+                 seed: int = 0, device="cpu") -> ChainStatistics:
     """SGD on the asymmetric pinball loss of standard normal data, one fresh sample per step (Chapter 17).
 
     The loss of an estimate q on a sample y is level·(y - q) if y > q and
     (1 - level)·(q - y) otherwise; its expectation is smallest at the ``level``
     quantile of the data. Each chain starts at 0 and steps q ← q - lr (1[y < q] - level).
-    Returns the pooled mean and variance of q over the last ``window`` steps.
+    Returns the pooled mean and variance of q over the last ``window`` steps. Samples
+    are drawn on the CPU from a seeded generator and moved to ``device``.
     """
     level = check_float("level", level, low=0.0, high=1.0, low_open=True, high_open=True)
     lr = check_float("lr", lr, low=0.0, low_open=True)
@@ -161,18 +165,19 @@ def quantile_sgd(level: float, lr: float, *, steps: int, num_chains: int = 1000,
     num_chains = check_int("num_chains", num_chains, minimum=2)
     window = check_int("window", window, minimum=1, maximum=steps)
     rng = generator(check_int("seed", seed, minimum=0))
-    q = torch.zeros(num_chains, dtype=torch.float64)
-    total, total_sq = 0.0, 0.0
+    device = check_device("device", device)
+    q = torch.zeros(num_chains, dtype=torch.float64, device=device)
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    total_sq = torch.zeros((), dtype=torch.float64, device=device)
     for step in range(steps):
-        y = torch.randn(num_chains, generator=rng, dtype=torch.float64)
+        y = torch.randn(num_chains, generator=rng, dtype=torch.float64).to(device)
         q = q - lr * ((y < q).double() - level)  # the pinball loss's gradient in q
         if step >= steps - window:
-            total += q.sum().item()
-            total_sq += (q * q).sum().item()
+            total += q.sum()
+            total_sq += (q * q).sum()
     count = window * num_chains
     mean = total / count
-    return ChainStatistics(torch.tensor([mean], dtype=torch.float64),
-                           torch.tensor([[total_sq / count - mean * mean]], dtype=torch.float64), q[:, None])
+    return ChainStatistics(mean.reshape(1), (total_sq / count - mean * mean).reshape(1, 1), q[:, None])
 
 
 # ---------------------------------------------------------------------------
@@ -213,13 +218,14 @@ class Refits(NamedTuple):
 
 
 def least_squares_refits(num_points: int, curvatures=(2.0, 0.5), *, noise: float = 1.0, num_datasets: int = 1000,
-                         seed: int = 0) -> Refits:
+                         seed: int = 0, device="cpu") -> Refits:
     """Fit y = x·θ + N(0, noise²) by least squares on ``num_datasets`` independent samples (Chapter 17).
 
     Inputs are Gaussian with variances ``curvatures`` (the population Hessian); θ_true
     is drawn once from the seed and shared by all samples, so the spread of the
     estimates is the uncertainty of the minimiser θ*(D) that comes from the sample
-    alone. For Gaussian inputs E|θ*(D) - θ_true|² = noise² tr(H⁻¹) / (N - d - 1).
+    alone. For Gaussian inputs E|θ*(D) - θ_true|² = noise² tr(H⁻¹) / (N - d - 1). Data are
+    drawn on the CPU from a seeded generator; the fits run on ``device``.
     """
     curvatures = as_tensor("curvatures", list(curvatures), ndim=1, floating=True).to(torch.float64)
     if len(curvatures) == 0 or torch.any(curvatures <= 0):
@@ -229,11 +235,13 @@ def least_squares_refits(num_points: int, curvatures=(2.0, 0.5), *, noise: float
     noise = check_float("noise", noise, low=0.0)
     num_datasets = check_int("num_datasets", num_datasets, minimum=1)
     rng = generator(check_int("seed", seed, minimum=0))
+    device = check_device("device", device)
     theta_true = torch.randn(dim, generator=rng, dtype=torch.float64)
     X = torch.randn(num_datasets, num_points, dim, generator=rng, dtype=torch.float64) * curvatures.sqrt()
     y = X @ theta_true + noise * torch.randn(num_datasets, num_points, generator=rng, dtype=torch.float64)
-    estimates = torch.linalg.lstsq(X, y[..., None]).solution[..., 0]  # (num_datasets, d)
-    return Refits(theta_true, estimates)
+    # On the CPU lstsq's default driver needs full-rank samples, which Gaussian data have (N > d).
+    estimates = torch.linalg.lstsq(X.to(device), y.to(device)[..., None]).solution[..., 0]  # (num_datasets, d)
+    return Refits(theta_true.to(device), estimates)
 
 
 def noise_model(curvatures, kind: str, scale: float = 1.0, *, lr: float | None = None) -> torch.Tensor:

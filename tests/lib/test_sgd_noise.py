@@ -111,6 +111,18 @@ def test_least_squares_refits_scatter_like_the_gaussian_design_formula():
     assert torch.equal(again.estimates, refits.estimates)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_same_numbers_on_a_gpu():
+    sigma = sgd_noise.stationary_covariance(H2.cuda(), C2.cuda(), 0.1)
+    assert sigma.device.type == "cuda" and torch.allclose(sigma.cpu(), sgd_noise.stationary_covariance(H2, C2, 0.1))
+    on_gpu = sgd_noise.simulate_quadratic_sgd(H2.cuda(), C2.cuda(), 0.1, steps=50, num_chains=10, window=10, seed=3,
+                                              device="cuda")
+    on_cpu = sgd_noise.simulate_quadratic_sgd(H2, C2, 0.1, steps=50, num_chains=10, window=10, seed=3)
+    assert torch.allclose(on_gpu.final.cpu(), on_cpu.final, atol=1e-12)
+    assert torch.allclose(sgd_noise.quantile_sgd(0.9, 0.05, steps=20, window=5, device="cuda").mean.cpu(),
+                          sgd_noise.quantile_sgd(0.9, 0.05, steps=20, window=5).mean)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="lr"):
         sgd_noise.stationary_covariance(H2, C2, 1.0)
