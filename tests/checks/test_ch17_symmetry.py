@@ -330,3 +330,15 @@ def test_the_momentum_references_agree_with_the_ar2_form():
 def test_the_averaging_closed_form_equals_the_loop():
     for setting in [(1.0, 1.0, 0.1, 1), (2.0, 1.0, 0.025, 5), (4.0, 2.0, 0.375, 10), (1.0, 1.0, 1.5, 9)]:
         assert math.isclose(averaged_iterate_variance(*setting), averaged_by_a_loop(*setting), rel_tol=1e-9)
+
+
+def test_the_task_cells_show_the_registry_metadata():
+    from pathlib import Path
+
+    import nbformat
+
+    book = Path(__file__).resolve().parents[2] / "book" / "17_symmetry.ipynb"
+    text = "\n".join(c.source for c in nbformat.read(book, as_version=4).cells if c.cell_type == "markdown")
+    for eid in IDS:
+        ex = EXERCISES[eid]
+        assert f"**Exercise {eid}** ({ex.stars}, about {ex.minutes} min, {ex.kind})" in text, eid
