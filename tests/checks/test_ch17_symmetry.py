@@ -4,7 +4,9 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import torch
 
@@ -333,10 +335,6 @@ def test_the_averaging_closed_form_equals_the_loop():
 
 
 def test_the_task_cells_show_the_registry_metadata():
-    from pathlib import Path
-
-    import nbformat
-
     book = Path(__file__).resolve().parents[2] / "book" / "17_symmetry.ipynb"
     text = "\n".join(c.source for c in nbformat.read(book, as_version=4).cells if c.cell_type == "markdown")
     for eid in IDS:
