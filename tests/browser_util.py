@@ -205,6 +205,18 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _die_with_parent() -> None:
+    """Run in the server process before it starts (Linux): SIGTERM it when the test process dies.
+
+    The server then shuts its kernels down, so a test run killed from outside
+    leaves no server behind (kernels also exit when their server is gone).
+    """
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def _stop_process_tree(process: subprocess.Popen, grace_s: float = 15) -> None:
     """SIGTERM the server (it shuts its kernels down), then SIGKILL whatever is left.
 
@@ -273,7 +285,8 @@ def run_jupyterlab(root_dir, *, env: dict | None = None, startup_timeout_s: floa
         with open(log_path, "wb") as log:
             process = subprocess.Popen([sys.executable, "-m", "jupyterlab"], cwd=root_dir, env=server_env,
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+                                       start_new_session=True,
+                                       preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         try:
             url, deadline = None, time.monotonic() + startup_timeout_s
             while not (url and _answers(url)):

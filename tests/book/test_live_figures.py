@@ -53,8 +53,9 @@ LIVE_ENVIRONMENT = {"DLBOOK_FIGURES": "live", "MPLBACKEND": "module://matplotlib
                     "CI": "true"}  # no progress bars: they are not what this test is about
 DROPPED_ENVIRONMENT = ("DLBOOK_BOOK_BUILD", "DLBOOK_CHECKS", "DLBOOK_FIGURE_LOG", "PYTEST_CURRENT_TEST")
 
-#: An interactive figure: the VBox of dlbook.interact, its controls and the Output widget with the image.
-FIGURE = ".jp-Cell-outputArea .widget-vbox:has(> .widget-output img)"
+#: An interactive figure: the VBox of dlbook.interact, its controls and the Output widget
+#: that shows the image (or the error, when a render fails).
+FIGURE = ".jp-Cell-outputArea .widget-vbox:has(> .widget-output)"
 STDERR = ".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']"
 ERROR_TEXT = re.compile(r"Traceback|\b\w*(Error|Exception)\b")
 
@@ -94,13 +95,12 @@ def live_environment() -> dict:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab serving a temporary folder; yields (base URL, that folder)."""
+    """JupyterLab serving a temporary folder; yields (base URL, that folder, seconds it took to start)."""
     root = tmp_path_factory.mktemp("live")
     (root / "book").mkdir()
     begin = time.perf_counter()
     with run_jupyterlab(root, env=live_environment()) as url:
-        print(f"\nJupyterLab answered after {time.perf_counter() - begin:.1f} s")
-        yield url, root
+        yield url, root, time.perf_counter() - begin
 
 
 @pytest.fixture(scope="module")
@@ -118,11 +118,11 @@ def figure_cells(notebook: Path) -> list[str]:
             if cell.cell_type == "code" and "interactive_figure(" in cell.source]
 
 
-def run_all_cells(page) -> float:
-    """Run → Run All Cells, then wait for the kernel to finish; returns the seconds it took."""
+def run_all_cells(page) -> tuple[float, float]:
+    """Wait for the kernel, Run → Run All Cells, wait for the run to end; returns both waits in seconds."""
     begin = time.perf_counter()
     page.wait_for_function(KERNEL_IDLE_JS, timeout=KERNEL_TIMEOUT_S * 1000, polling=200)
-    print(f"\nnotebook open and kernel idle after {time.perf_counter() - begin:.1f} s")
+    kernel_seconds = time.perf_counter() - begin
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
     begin = time.perf_counter()
@@ -130,7 +130,7 @@ def run_all_cells(page) -> float:
     page.wait_for_function("() => /[*\\d]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt').textContent)",
                            timeout=KERNEL_TIMEOUT_S * 1000, polling=200)
     page.wait_for_function(RUN_FINISHED_JS, timeout=RUN_TIMEOUT_S * 1000, polling=500)
-    return time.perf_counter() - begin
+    return kernel_seconds, time.perf_counter() - begin
 
 
 def error_outputs(scope) -> list[str]:
@@ -165,8 +165,8 @@ def operate_first_control(page, figure) -> str:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_live_figures_rerender_in_jupyterlab(lab, browser, chapter):
-    url, root = lab
+def test_live_figures_rerender_in_jupyterlab(browser, lab, chapter, capsys):
+    url, root, server_seconds = lab
     source = ROOT / "book" / f"{chapter}.ipynb"
     assert source.is_file(), f"no chapter {source}"
     expected = figure_cells(source)
@@ -180,7 +180,7 @@ def test_live_figures_rerender_in_jupyterlab(lab, browser, chapter):
     page.on("console", lambda message: console_errors.append(message.text) if message.type == "error" else None)
     try:
         page.goto(f"{url}lab/tree/book/{source.name}?reset")
-        run_seconds = run_all_cells(page)
+        kernel_seconds, run_seconds = run_all_cells(page)
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_text_contents()
         not_run = [i for i, prompt in enumerate(prompts) if not re.search(r"\d", prompt)]
         assert not error_outputs(page) and not not_run, (
@@ -190,6 +190,8 @@ def test_live_figures_rerender_in_jupyterlab(lab, browser, chapter):
         figures = page.locator(FIGURE)
         assert figures.count() == len(expected), \
             f"{chapter}: {figures.count()} live figures on the page, cells {expected} make them"
+        shown = [figures.nth(i).locator(".widget-output img").count() for i in range(len(expected))]
+        assert shown == [1] * len(expected), f"{chapter}: images per live figure {shown}, one each expected"
         timings = []
         for index in range(figures.count()):
             figure = figures.nth(index)
@@ -205,15 +207,16 @@ def test_live_figures_rerender_in_jupyterlab(lab, browser, chapter):
             timings.append((expected[index], action, seconds))
             assert error_outputs(figure) == [], f"{chapter}, figure {index}: {action} showed an error"
 
-        print(f"\n{chapter}: all cells ran in {run_seconds:.1f} s")
-        for cell_id, action, seconds in timings:
-            print(f"  {cell_id}: {action}: new image {seconds:.2f} s after the input")
+        with capsys.disabled():
+            print(f"\nlive figures of {chapter} in JupyterLab: server started in {server_seconds:.1f} s, "
+                  f"notebook open with an idle kernel in {kernel_seconds:.1f} s, all cells ran in {run_seconds:.1f} s")
+            for cell_id, action, seconds in timings:
+                print(f"  {cell_id}: {action}: new image {seconds:.2f} s after the input")
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"live-{chapter}.png"))
         assert error_outputs(page) == []
         assert page_errors == [], page_errors
+        assert console_errors == [], console_errors
         assert requests.external() == [], requests.external()
-        if console_errors:
-            print(f"  console errors (not failures): {console_errors}")
     finally:
         page.close()
