@@ -20,6 +20,7 @@ import torch
 from grader_fixtures import (
     CHAPTER,
     FIXTURES,
+    ROOT,
     cell,
     edit,
     fixture_checks,
@@ -322,16 +323,25 @@ def _nested(depth: int) -> list:
                          ids=["function", "object array", "int keys", "sparse", "object", "too deep"])
 def test_other_values_are_refused_by_name(value):
     with pytest.raises(channel.Unsupported):
-        channel.encode(value)
+        channel.encode(value, [])
 
 
 @pytest.mark.parametrize("message", [b"[1, 2]", b'{"value": {"$": "pickle", "data": "gASVCAAAAAAAAACMBHRlc3SULg=="}}',
-                                     b'{"value": {"$": "ndarray", "dtype": "|O", "shape": [1], "data": ""}}',
-                                     b'{"value": {"$": "ndarray", "dtype": "<f8", "shape": [4], "data": "AAAA"}}',
+                                     b'{"value": {"$": "ndarray", "dtype": "|O", "shape": [1], "buffer": 0}}',
+                                     b'{"value": {"$": "ndarray", "dtype": "<f8", "shape": [4], "buffer": 0}}',
+                                     b'{"value": {"$": "tensor", "dtype": "float32", "shape": [1], "buffer": 1}}',
                                      b"[" * 100_000, b"\xff", b'{"value": ' + b"9" * 5000 + b"}"])
 def test_malformed_messages_are_refused(message):
     with pytest.raises(channel.ChannelError):
-        channel.decode(channel.loads(message).get("value"))
+        channel.decode(channel.loads(message).get("value"), [b"\0" * 8])
+
+
+def test_arrays_travel_as_raw_bytes_beside_the_json():
+    frame = channel.dumps({"value": channel.encode(np.arange(3.0), buffers := []), channel.BUFFERS: buffers})
+    size = int.from_bytes(frame[:4], "big")
+    assert frame[4 + size:] == np.arange(3.0).tobytes()
+    assert channel.loads(frame[4:4 + size]) == {
+        "value": {"$": "ndarray", "dtype": "<f8", "shape": [3], "buffer": 0}, channel.BUFFERS: [24]}
 
 
 def test_submission_reader_refuses_links_folders_fifos_and_large_files(tmp_path):
@@ -360,3 +370,24 @@ def test_submission_parser_keeps_ids_sources_and_defined_names():
         parse(b"[" * 100_000)
     with pytest.raises(NotANotebook, match="ran out of memory"):
         parse(b'{"cells": [], "x": "' + b"y" * 30_000_000 + b'"}', memory=64 * 2**20)
+
+
+# ---------------------------------------------------------------------------
+# A real chapter, end to end
+# ---------------------------------------------------------------------------
+
+@needs_bwrap
+def test_chapter_1_reference_passes_and_student_edition_fails(tmp_path):
+    """The chapter's own solutions earn full marks through the sandbox; its stubs earn nothing."""
+    chapter = ROOT / "book" / "01_neurons.ipynb"
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    write(folder, "reference", load(chapter))
+    write(folder, "student_edition", student_notebook(load(chapter)))
+    rows = grade_folder(folder, chapter, tmp_path / "grades.csv", timeout_per_notebook=300, timeout_per_cell=60,
+                        quiet=True)
+    by_student = {s: [r for r in rows if r.student == s] for s in ("reference", "student_edition")}
+    assert len(by_student["reference"]) >= 4
+    assert all(r.passed for r in by_student["reference"]), [r.reason for r in by_student["reference"]]
+    assert not any(r.passed for r in by_student["student_edition"])
+    assert all("raised NotImplementedError: Exercise 1." in r.reason for r in by_student["student_edition"])

@@ -54,19 +54,18 @@ def attack_sources(out_csv: str, reference: str, repository: str) -> dict[str, d
     line (as a kernel could, in /proc) knows them.
     """
     return {
-        # 1. a process that outlives the submission and rewrites the grades
+        # 1. a process that outlives the submission and rewrites the grades once they are written
         "outlive": {"cover_count": COVER + f'''
 import subprocess, sys
 subprocess.Popen(["sleep", "313"], start_new_session=True)
 subprocess.Popen([sys.executable, "-c", """
-import time
-for _ in range(300):
-    for path in ({out_csv!r}, {out_csv!r}.replace(".csv", ".json")):
-        try:
-            with open(path, "a") as handle:
-                handle.write("hacked")
-        except OSError:
-            pass
+import os, time
+for _ in range(6000):
+    if os.path.exists({out_csv!r}):
+        time.sleep(1)
+        with open({out_csv!r}, "a") as handle:
+            handle.write("hacked,90.1,1,1,True,passed")
+        break
     time.sleep(0.1)
 """, "{MARKER}"], start_new_session=True)
 '''},
@@ -82,32 +81,33 @@ for path in glob.glob(package + "/**/*.py", recursive=True) + glob.glob({reposit
     except OSError:
         pass
 '''},
-        # 3. read the reference chapter (beside the package, on the grader's command line) and run it
+        # 3. read the reference chapter (its known path, the grader's command line, beside the package)
         "read_reference": {"cover_count": f'''
 import glob, importlib.util, json, os
-candidates = [{reference!r}]
-package = os.path.dirname(importlib.util.find_spec("dlbook").origin)
-for folder in (package, os.path.dirname(package), os.path.dirname(os.path.dirname(package))):
-    candidates += glob.glob(folder + "/**/*.ipynb", recursive=True)
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        candidates += [a for a in open(f"/proc/{{pid}}/cmdline").read().split("\\0") if a.endswith(".ipynb")]
-    except OSError:
-        pass
-found = False
-for path in candidates:
-    try:
-        cells = json.load(open(path))["cells"]
-    except (OSError, ValueError, KeyError):
-        continue
-    for c in cells:
-        source = "".join(c["source"])
-        if "BEGIN SOLUTION" in source and "def cover_count" in source:
-            exec(source)
-            found = True
-if not found:
-    def cover_count(num_points, dim):
-        raise NotImplementedError("no reference found")
+
+def _candidates():
+    yield {reference!r}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            yield from (a for a in open(f"/proc/{{pid}}/cmdline").read().split("\\0") if a.endswith(".ipynb"))
+        except OSError:
+            pass
+    package = os.path.dirname(importlib.util.find_spec("dlbook").origin)
+    for folder in (package, os.path.dirname(package), os.path.dirname(os.path.dirname(package))):
+        yield from glob.glob(folder + "/*.ipynb") + glob.glob(folder + "/*/*.ipynb")
+
+def _solution():
+    for path in _candidates():
+        try:
+            cells = json.load(open(path))["cells"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for c in cells:
+            source = "".join(c["source"])
+            if "BEGIN SOLUTION" in source and "def cover_count" in source:
+                return source
+
+exec(_solution() or "def cover_count(num_points, dim):\\n    raise NotImplementedError('no reference found')")
 '''},
         # 4a. read the expected value from the checker's frames
         "frame_peek": {"cover_count": '''
@@ -121,67 +121,57 @@ def cover_count(num_points, dim):
         frame = frame.f_back
     return -1
 '''},
-        # 4b. find the checker's reference or recorder through the garbage collector
+        # 4b. find the checker's own reference function through the garbage collector
         "gc_search": {"cover_count": '''
 import gc
+_reference = next((obj for obj in gc.get_objects() if callable(obj) and getattr(obj, "__name__", "") == "_cover"),
+                  None)
 def cover_count(num_points, dim):
-    for obj in gc.get_objects():
-        if callable(obj) and getattr(obj, "__name__", "") in ("_cover", "record", "check_count"):
-            return obj(num_points, dim)
-        if isinstance(obj, dict) and "expected" in obj:
-            return obj["expected"]
-    return -1
+    return _reference(num_points, dim) if _reference is not None else -1
 '''},
-        # 4c. patch the checker: swallow failing cases, make helpers and math agree with anything
+        # 4c. patch the checker: a standard-library method that makes every failing case vanish
         "patch_checker": {"cover_count": COVER_ZERO + '''
-import contextlib, fractions, math
-from dlbook.exercises import core
-
-@contextlib.contextmanager
-def _swallow(self, label, **kwargs):
-    self.total += 1
-    self.passed += 1
-    try:
-        yield
-    except Exception:
-        pass
-
-core.Cases.case = _swallow
-core.expect_equal = lambda got, expected: None
-core.Mismatch.__init__ = lambda self, *args: None
-fractions.Fraction.__eq__ = lambda self, other: True
+import contextlib, math
+contextlib._GeneratorContextManager.__exit__ = lambda self, *exc: True
 math.comb = lambda n, k: 0
-contextlib.contextmanager = lambda fn: fn
 ''', "flip_probability": '''
 def flip_probability(alpha):
     return 0.0
 import math
 math.erfc = lambda x: 0.0
 '''},
-        # 4d. forge the runner's records and the grader's channel
+        # 4d. forge the records of a grader that keeps them in files (found through /proc), or the
+        # grader's channel (its file descriptors, and the request number found in the worker's frames)
         "forge": {"cover_count": COVER_ZERO + '''
-import json, os, sys
-for pid in filter(str.isdigit, os.listdir("/proc")):
+import json, os, re, sys
+_files = {}
+for _pid in filter(str.isdigit, os.listdir("/proc")):
     try:
-        args = open(f"/proc/{pid}/cmdline").read().split("\\0")
+        _args = open(f"/proc/{_pid}/cmdline").read().split("\\0")
     except OSError:
         continue
-    for path in args:
-        if path.endswith(".jsonl"):
-            try:
-                with open(path, "a") as handle:
-                    handle.write(json.dumps({"exercise": "90.1", "passed": True, "points": 1}) + "\\n")
-            except OSError:
-                pass
-frame, seq = sys._getframe(), None
-while frame is not None and seq is None:
-    request = frame.f_locals.get("request")
-    seq = request.get("seq") if isinstance(request, dict) else None
-    frame = frame.f_back
-body = json.dumps({"status": "ok", "function": "defined", "seq": seq}).encode()
-for fd in range(3, 30):
+    _files.update({os.path.basename(a): a for a in _args if a.endswith((".jsonl", "grading.ipynb"))})
+if "grading.ipynb" in _files and "progress.jsonl" in _files:
+    _cells = json.load(open(_files["grading.ipynb"]))["cells"]
+    _results = re.search(r"make_recorder\\('([^']+)'", "".join(_cells[0]["source"])).group(1)
+    with open(_files["progress.jsonl"], "a") as _progress, open(_results, "a") as _out:
+        for _index, _cell in enumerate(_cells):
+            _role = _cell["metadata"].get("dlbook_grader", {})
+            _progress.write(json.dumps({"event": "cell", "index": _index, "status": "ok"}) + "\\n")
+            if _role.get("role") == "record":
+                _out.write(json.dumps({"exercise": _role["exercise"], "passed": True, "points": 1,
+                                       "reason": "passed", "cases": "1/1"}) + "\\n")
+        _progress.write(json.dumps({"event": "done"}) + "\\n")
+    os._exit(0)
+_frame, _seq = sys._getframe(), None
+while _frame is not None and _seq is None:
+    _request = _frame.f_locals.get("request")
+    _seq = _request.get("seq") if isinstance(_request, dict) else None
+    _frame = _frame.f_back
+_body = json.dumps({"status": "ok", "function": "defined", "seq": _seq}).encode()
+for _fd in range(3, 30):
     try:
-        os.write(fd, len(body).to_bytes(4, "big") + body)
+        os.write(_fd, len(_body).to_bytes(4, "big") + _body)
     except OSError:
         pass
 '''},
@@ -203,8 +193,9 @@ try:
 except OSError:
     pass
 '''},
-        "disk_fill": {"cover_count": COVER + '''
-for _path in ("/tmp/fill", "/dev/shm/fill", "/fill", "/usr/fill"):
+        "disk_fill": {"cover_count": COVER + f'''
+import os
+for _path in ("/tmp/fill", "/dev/shm/fill", "/fill", "/usr/fill", os.path.dirname({out_csv!r}) + "/fill"):
     try:
         with open(_path, "wb") as _handle:
             for _ in range(1024):
@@ -342,6 +333,7 @@ def test_resource_limits(attacked):
     for student in ("print_flood", "fork_many", "disk_fill", "network", "ten_thousand_cells"):
         assert [score(attacked, student, e)[0] for e in ("90.1", "90.2", "90.3")] == [1, 1, 1], student
     assert attacked["json"]["students"]["print_flood"]["seconds"] < 60
+    assert not (attacked["out"].parent / "fill").exists()
     assert score(attacked, "huge", "90.1") == (0, "not graded: the file is larger than the 2 MB the grader reads")
     assert score(attacked, "parse_bomb", "90.1")[1].startswith("not a readable notebook: not valid JSON")
 

@@ -269,9 +269,10 @@ class _Answer:
         if self.failure is not None:
             raise core.CaseFailure(self.failure)
         session = self.session
+        buffers: list = []
         try:
-            message = {"op": "call", "exercise": self.item.ref.exercise_id,
-                       "args": channel.encode(list(args)), "kwargs": channel.encode(kwargs)}
+            message = {"op": "call", "exercise": self.item.ref.exercise_id, "args": channel.encode(list(args), buffers),
+                       "kwargs": channel.encode(kwargs, buffers), channel.BUFFERS: buffers}
         except channel.Unsupported as err:
             self._fail("bad-argument", type=err.type_name)
         check_left = session.cell_limit - self.spent
@@ -290,7 +291,7 @@ class _Answer:
         status = reply.get("status")
         if status == "ok":
             try:
-                return channel.decode(reply.get("value"))
+                return channel.decode(reply.get("value"), reply.get(channel.BUFFERS, []))
             except channel.ChannelError as err:
                 session.stop_worker()
                 self._fail("died", how=f"it sent a value the grader cannot read ({err})")
@@ -398,6 +399,8 @@ class _Session:
     def grade_item(self, item: _Item) -> None:
         """Run the item's cell in the worker, then its check here."""
         ref = item.ref
+        if self.left() < 1:
+            return item.resolve("out-of-time", notebook_limit=fmt(self.notebook_limit), when="before this exercise ran")
         timeout = min(self.cell_limit, self.left())
         try:
             reply = self.request(self._run_message(item), timeout)

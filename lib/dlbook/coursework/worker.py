@@ -6,7 +6,9 @@ resource limits (LIMITS, JSON) and, run as root inside the sandbox (a grader
 run by root), becomes the unprivileged ``UID``, so that no code of the
 submission ever runs with privileges or without limits. It then reads
 requests from REQUEST_FD and answers each on REPLY_FD (see
-:mod:`dlbook.coursework.channel`):
+:mod:`dlbook.coursework.channel`); every answer repeats its request's
+``"seq"`` number, so that a message written by the submission itself is
+recognised as out of turn:
 
 ``{"op": "run", "source": ..., "exercise": "1.2" | None, "function": name, "blocked": [...]}``
     Execute a cell in an IPython shell (setup cells of the reference, then
@@ -134,16 +136,19 @@ class Worker:
         if function is None:
             return {"status": "raised", "ename": "NameError", "shortcut": False,
                     "evalue": f"exercise {exercise_id} defined no function"}
-        args = self.channel.decode(request.get("args", []))
-        kwargs = self.channel.decode(request.get("kwargs", {"$": "dict", "items": []}))
+        channel = self.channel
+        received = request.get(channel.BUFFERS, [])
+        args = channel.decode(request.get("args", []), received)
+        kwargs = channel.decode(request.get("kwargs", {"$": "dict", "items": []}), received)
         try:
             with self.blocking(exercise_id, self.blocked.get(exercise_id)):
                 value = function(*args, **kwargs)
         except BaseException as err:  # whatever the student's function raises
             return {"status": "raised", **_error(err)}
+        buffers: list = []
         try:
-            return {"status": "ok", "value": self.channel.encode(value)}
-        except self.channel.Unsupported as err:
+            return {"status": "ok", "value": channel.encode(value, buffers), channel.BUFFERS: buffers}
+        except channel.Unsupported as err:
             return {"status": "unsupported", "type": err.type_name[:200]}
         except BaseException:  # a value whose conversion fails (a meta tensor, ...)
             return {"status": "unsupported", "type": type(value).__name__[:100]}
@@ -180,6 +185,18 @@ def apply_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def seed_font_cache(here: str) -> None:
+    """Put the grader's copy of matplotlib's font list in this worker's matplotlib folder."""
+    import glob
+    import shutil
+
+    folder = os.environ.get("MPLCONFIGDIR")
+    found = glob.glob(os.path.join(here, "..", "..", "..", "matplotlib", "fontlist-v*.json"))
+    if folder and found:
+        os.makedirs(folder, exist_ok=True)
+        shutil.copy(found[0], folder)
+
+
 def main(argv) -> int:
     """``worker.py REQUEST_FD REPLY_FD UID|- LIMITS_JSON``."""
     request_fd, reply_fd = int(argv[1]), int(argv[2])
@@ -187,6 +204,7 @@ def main(argv) -> int:
     if os.getuid() == 0 and argv[3] != "-":
         drop_privileges(int(argv[3]))
     here = os.path.dirname(os.path.abspath(__file__))
+    seed_font_cache(here)
     import channel  # from this file's folder (sys.path[0]); dlbook itself is imported only on use
 
     sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
