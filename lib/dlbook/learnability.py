@@ -26,7 +26,17 @@ from torch.func import grad, hessian, vmap
 
 from . import nets, quadratics
 from .runtime import generator
-from .validation import as_tensor, check_bool, check_float, check_int, check_same_length, check_square, describe
+from .validation import (
+    as_tensor,
+    check_bool,
+    check_device,
+    check_dtype,
+    check_float,
+    check_int,
+    check_same_length,
+    check_square,
+    describe,
+)
 
 __all__ = ["cosine_loss", "MonteCarlo", "cosine_loss_mc", "cosine_grad", "cosine_hessian",
            "target_variance", "Tuples", "tuple_data", "tuple_network", "GradientSNR", "item_grad_snr",
@@ -137,7 +147,8 @@ def tuple_data(num: int, k: int, dim: int = 10, *, seed: int = 0, direction_seed
     num = check_int("num", num, minimum=1)
     k = check_int("k", k, minimum=1)
     dim = check_int("dim", dim, minimum=1)
-    u = torch.randn(dim, generator=generator(direction_seed))
+    device = check_device("device", device)
+    u = torch.randn(dim, generator=generator(check_int("direction_seed", direction_seed, minimum=0)))
     Z = torch.randn(num, k, dim, generator=generator(seed))
     items = torch.where(Z @ u > 0, 1.0, -1.0)
     return Tuples(Z.to(device), items.to(device), items.prod(dim=1).to(device))
@@ -152,6 +163,8 @@ def tuple_network(k: int, dim: int = 10, hidden: int = 50, head: int = 100, *, s
     Returned as a dict of float32 tensors, ready for torch.func.
     """
     k = check_int("k", k, minimum=1)
+    dim, hidden, head = (check_int(name, value, minimum=1) for name, value in (("dim", dim), ("hidden", hidden),
+                                                                                 ("head", head)))
     seed = check_int("seed", seed, minimum=0)
     (s1, s2) = nets.random_layers((dim, hidden, 1), seed=seed, dtype=torch.float32, device=device)
     (h1, h2) = nets.random_layers((k, head, 1), seed=seed + 1, dtype=torch.float32, device=device)
@@ -294,6 +307,7 @@ def train_tuples(ks=(1, 2, 3, 4), *, steps: int = 1500, batch_size: int = 200, l
 def integration_matrix(n: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
     """W with W[i, j] = max(i - j + 1, 0): f = W p turns slope changes p into curve values f (Chapter 16)."""
     n = check_int("n", n, minimum=1)
+    dtype, device = check_dtype("dtype", dtype), check_device("device", device)
     i = torch.arange(n, device=device)
     return torch.clamp(i[:, None] - i[None, :] + 1, min=0).to(dtype)
 
@@ -301,6 +315,7 @@ def integration_matrix(n: int, *, dtype: torch.dtype = torch.float64, device="cp
 def second_difference_matrix(n: int, *, dtype: torch.dtype = torch.float64, device="cpu") -> torch.Tensor:
     """U = W^{-1}: ones on the diagonal and second subdiagonal, -2 on the first, a [1, -2, 1] filter (Chapter 16)."""
     n = check_int("n", n, minimum=1)
+    dtype, device = check_dtype("dtype", dtype), check_device("device", device)
     U = torch.eye(n, dtype=dtype, device=device)
     U -= 2 * torch.diag(torch.ones(n - 1, dtype=dtype, device=device), -1)
     U += torch.diag(torch.ones(n - 2, dtype=dtype, device=device), -2) if n > 2 else 0
@@ -322,6 +337,7 @@ def pwl_curves(num: int, n: int = 100, k: int = 3, *, seed: int = 0, device="cpu
     num = check_int("num", num, minimum=1)
     n = check_int("n", n, minimum=12)
     k = check_int("k", k, minimum=1, maximum=n - 7)
+    device = check_device("device", device)
     gen = generator(seed)
     knots = torch.argsort(torch.rand(num, n - 7, generator=gen), dim=1)[:, :k] + 3  # (num, k)
     p = torch.zeros(num, n, dtype=torch.float64)

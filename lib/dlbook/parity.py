@@ -31,7 +31,7 @@ from torch.func import functional_call, grad, vmap
 
 from . import data, nets
 from .runtime import generator
-from .validation import as_tensor, check_choice, check_float, check_int, describe
+from .validation import as_tensor, check_choice, check_device, check_float, check_int, describe
 
 __all__ = ["parity", "subset_mask", "random_subset", "character_matrix", "fwht", "per_sample_grads",
            "per_target_grads", "family_gradients", "family_variance", "VarianceIdentity",
@@ -51,6 +51,7 @@ DEFAULT_LR = {"sgd": 0.01, "adam": 1e-3}
 def subset_mask(d: int, subset, *, device="cpu") -> torch.Tensor:
     """Boolean mask of length d that is True on the coordinates listed in ``subset`` (Chapter 16)."""
     d = check_int("d", d, minimum=1)
+    device = check_device("device", device)
     indices = as_tensor("subset", list(subset) if not isinstance(subset, torch.Tensor) else subset)
     if indices.numel() and (indices.dtype.is_floating_point or indices.min() < 0 or indices.max() >= d):
         raise ValueError(f"subset must hold distinct integer coordinates in [0, {d}), got {indices.tolist()}")
@@ -65,7 +66,7 @@ def random_subset(d: int, k: int, *, seed: int = 0, device="cpu") -> torch.Tenso
     """Mask of a uniformly random subset of k of the d coordinates (Chapter 16)."""
     d = check_int("d", d, minimum=1)
     k = check_int("k", k, minimum=0, maximum=d)
-    return _random_mask(d, k, generator(seed)).to(device)
+    return _random_mask(d, k, generator(seed)).to(check_device("device", device))
 
 
 def _random_mask(d: int, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -359,6 +360,7 @@ def train_parities(configs, *, optimizer: str = "adam", steps: int = 4000, lr: f
     width_factor = check_int("width_factor", width_factor, minimum=1)
     eval_every = check_int("eval_every", eval_every, minimum=1)
     test_size = check_int("test_size", test_size, minimum=1)
+    device = check_device("device", device)
     gen = generator(check_int("seed", seed, minimum=0))
     dtype = torch.float32
     # Nets with the same d share one stacked tensor program (a "group"); no padding needed.

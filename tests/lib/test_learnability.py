@@ -176,3 +176,11 @@ def test_bad_inputs_raise_clear_errors():
         L.staircase(torch.ones(3, dtype=torch.long))
     with pytest.raises(ValueError, match="ks"):
         L.train_tuples((1, 0), steps=1)
+    with pytest.raises(ValueError, match="hidden"):
+        L.tuple_network(2, hidden=0)
+    with pytest.raises(TypeError, match="dtype"):
+        L.integration_matrix(4, dtype=torch.int64)
+    with pytest.raises(TypeError, match="device"):
+        L.pwl_curves(3, device=3)
+    with pytest.raises(TypeError, match="direction_seed"):
+        L.tuple_data(3, 2, direction_seed="u")

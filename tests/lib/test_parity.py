@@ -223,6 +223,10 @@ def test_bad_inputs_raise_clear_errors():
         parity.train_parities(None)
     with pytest.raises(ValueError, match="lr"):
         parity.train_parities([(4, 2)], lr=-1.0)
+    with pytest.raises(TypeError, match="device"):
+        parity.train_parities([(4, 2)], device=0.5)
+    with pytest.raises(TypeError, match="device"):
+        parity.random_subset(4, 2, device=[])
     runs = parity.train_parities([(4, 2)], steps=2, test_size=10)
     with pytest.raises(ValueError, match="configurations"):
         runs.at(5, 2)
