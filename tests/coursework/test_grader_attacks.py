@@ -14,7 +14,9 @@ cover_count and flip_probability.
 from __future__ import annotations
 
 import os
+import sysconfig
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -444,9 +446,21 @@ def observe():
 
 
 def test_the_sandbox_shows_little_and_allows_less():
-    with Sandbox(Limits(), hidden=[ROOT]) as sandbox:
+    site = Path(sysconfig.get_paths()["purelib"])  # a hidden folder and file inside a mounted folder
+    hidden_folder = next(p for p in sorted(site.glob("*.dist-info")) if any(p.iterdir()))
+    hidden_file = next(p for p in sorted(site.iterdir()) if p.is_file() and p.stat().st_size)
+    probe = PROBE + f"""
+def hidden():
+    return (os.listdir({str(hidden_folder)!r}), os.path.getsize({str(hidden_file)!r}),
+            writable({str(hidden_folder / "x")!r}))
+"""
+    with Sandbox(Limits(), hidden=[ROOT, hidden_folder, hidden_file]) as sandbox:
         worker = sandbox.start()
         try:
+            reply = worker.request({"op": "run", "source": probe, "exercise": "0.2", "function": "hidden"}, 30)
+            assert reply["status"] == "ok", reply
+            covered = worker.request({"op": "call", "exercise": "0.2", "args": [],
+                                      "kwargs": {"$": "dict", "items": []}}, 30)
             reply = worker.request({"op": "run", "source": PROBE, "exercise": "0.1", "function": "observe"}, 30)
             assert reply["status"] == "ok" and reply["function"] == "defined", reply
             reply = worker.request({"op": "call", "exercise": "0.1", "args": [],
@@ -458,3 +472,4 @@ def test_the_sandbox_shows_little_and_allows_less():
     assert not seen["repository"] and not seen["reference"]
     assert seen["checks"] == ["__init__.py"] and seen["grader"] == ["__init__.py", "channel.py", "worker.py"]
     assert seen["scratch"] and not seen["system"] and not seen["online"]
+    assert covered["value"] == {"$": "tuple", "items": [[], 0, False]}

@@ -234,15 +234,22 @@ def _hints(item: _Item, cells: list[Cell], graded: set) -> list[str]:
 @lru_cache(maxsize=None)
 def _exception_class(name: str, base: type) -> type:
     """An exception class that prints as the student's (a subclass of the builtin of that name)."""
-    return type(name, (base,), {"__module__": "submission", "__str__": lambda self: str(self.args[0])})
+    return type(name, (base,), {"__module__": "submission", "__init__": lambda self, text: BaseException.__init__(
+        self, text), "__str__": lambda self: str(self.args[0])})
 
 
 def _student_exception(reply: dict) -> Exception:
+    """The exception the student's function raised, rebuilt from its name and message.
+
+    Builtin exceptions keep their class (a check may catch ValueError), the
+    blocked-shortcut error stays a ShortcutError, anything else becomes an
+    Exception with the student's class name.
+    """
     name, text = str(reply.get("ename", "Exception")), str(reply.get("evalue", ""))
     if reply.get("shortcut") is True:
         return core.ShortcutError(text)
     base = getattr(builtins, name, None)
-    if not (isinstance(base, type) and issubclass(base, Exception)):
+    if not (isinstance(base, type) and issubclass(base, Exception)) or issubclass(base, StopIteration):
         base = Exception
     return _exception_class(name if name.isidentifier() else "Exception", base)(text)
 
@@ -258,28 +265,32 @@ class _Answer:
     def __init__(self, session: "_Session", item: _Item):
         self.session, self.item = session, item
         self.function = item.ref.function_name
-        self.spent = 0.0
+        self.spent = 0.0  # seconds waited for answers: a check may take cell_limit
         self.failure: str | None = None
+
+    def __call__(self, *args, **kwargs):
+        if self.failure is not None:
+            raise core.CaseFailure(self.failure)
+        return self._value(self._ask(self._message(args, kwargs)))
 
     def _fail(self, kind: str, **fields):
         self.failure = CALL_FAILURES[kind].format(function=self.function, **fields)
         raise core.CaseFailure(self.failure)
 
-    def __call__(self, *args, **kwargs):
-        if self.failure is not None:
-            raise core.CaseFailure(self.failure)
-        session = self.session
+    def _message(self, args, kwargs) -> dict:
         buffers: list = []
         try:
-            message = {"op": "call", "exercise": self.item.ref.exercise_id, "args": channel.encode(list(args), buffers),
-                       "kwargs": channel.encode(kwargs, buffers), channel.BUFFERS: buffers}
+            return {"op": "call", "exercise": self.item.ref.exercise_id, "args": channel.encode(list(args), buffers),
+                    "kwargs": channel.encode(kwargs, buffers), channel.BUFFERS: buffers}
         except channel.Unsupported as err:
             self._fail("bad-argument", type=err.type_name)
+
+    def _ask(self, message: dict) -> dict:
+        session = self.session
         check_left = session.cell_limit - self.spent
-        timeout = min(check_left, session.left())
         started = time.monotonic()
         try:
-            reply = session.request(message, timeout)
+            return session.request(message, min(check_left, session.left()))
         except WorkerTimeout:
             if check_left <= session.left():
                 self._fail("timeout", limit=fmt(session.cell_limit))
@@ -288,21 +299,23 @@ class _Answer:
             self._fail("died", how=err)
         finally:
             self.spent += time.monotonic() - started
+
+    def _value(self, reply: dict):
         status = reply.get("status")
-        if status == "ok":
-            try:
-                return channel.decode(reply.get("value"), reply.get(channel.BUFFERS, []))
-            except channel.ChannelError as err:
-                session.stop_worker()
-                self._fail("died", how=f"it sent a value the grader cannot read ({err})")
         if status == "raised":
             raise _student_exception(reply)
         if status == "unsupported":
             self._fail("unsupported", type=printable(reply.get("type", "?"), 100))
         if status == "too-large":
             self._fail("too-large", detail=printable(reply.get("evalue", ""), 200))
-        session.stop_worker()
-        self._fail("died", how=f"it answered with an unknown status {printable(status, 50)!r}")
+        try:
+            if status == "ok":
+                return channel.decode(reply.get("value"), reply.get(channel.BUFFERS, []))
+            how = f"it answered with an unknown status {printable(status, 50)!r}"
+        except channel.ChannelError as err:
+            how = f"it sent a value the grader cannot read ({err})"
+        self.session.stop_worker()
+        self._fail("died", how=how)
 
 
 # ---------------------------------------------------------------------------

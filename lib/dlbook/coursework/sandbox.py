@@ -195,13 +195,24 @@ class Sandbox:
         return folders
 
     def _bwrap_options(self) -> list[str]:
-        options = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                   "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-        if not self.as_root:
+        """bubblewrap's options: namespaces, then mounts, then the environment."""
+        options = self._namespace_options() + self._mount_options()
+        for key, value in self._environment(f"{PACKAGE_MOUNT}/lib", SCRATCH).items():
+            options += ["--setenv", key, value]
+        return options
+
+    def _namespace_options(self) -> list[str]:
+        options = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                   "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        if not self.as_root:  # unprivileged bubblewrap needs a user namespace
             options += ["--unshare-user"]
             if "--disable-userns" in _bwrap_help(self.bwrap):
                 options += ["--disable-userns"]
-        options += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+        return options
+
+    def _mount_options(self) -> list[str]:
+        """Read-only system, Python and package; hidden paths covered; a small writable /tmp."""
+        options = ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
         made = {Path("/")}
         for path in SYSTEM_PATHS + ETC_PATHS:
             if os.path.islink(path) and path in SYSTEM_PATHS:
@@ -214,14 +225,12 @@ class Sandbox:
             mounted.append(folder)
         options += self._parents(Path(PACKAGE_MOUNT), made) + ["--ro-bind", str(self.package.parent),
                                                                PACKAGE_MOUNT]
-        for path in self.hidden:  # cover what a mounted folder would show
+        for path in self.hidden:  # cover what a mounted folder would show, read-only
             if any(_under(path, folder) for folder in mounted) and path.exists():
-                options += (["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)])
-        options += ["--perms", "1777", "--size", str(self.limits.scratch_mb << 20), "--tmpfs", SCRATCH,
-                    "--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
-        for key, value in self._environment(f"{PACKAGE_MOUNT}/lib", SCRATCH).items():
-            options += ["--setenv", key, value]
-        return options
+                options += (["--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)] if path.is_dir()
+                            else ["--ro-bind", "/dev/null", str(path)])
+        return options + ["--perms", "1777", "--size", str(self.limits.scratch_mb << 20), "--tmpfs", SCRATCH,
+                          "--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
 
     @staticmethod
     def _parents(path: Path, made: set) -> list[str]:
