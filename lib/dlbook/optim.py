@@ -40,10 +40,8 @@ __all__ = ["SGD", "Adagrad", "RMSprop", "Adadelta", "Adam", "Adamax", "AdamW", "
 
 def _betas(betas) -> tuple[float, float]:
     """Adam's (beta1, beta2): two decay rates in [0, 1)."""
-    betas = check_sequence("betas", betas, check_float, low=0.0, high=1.0, high_open=True)
-    if len(betas) != 2:
-        raise ValueError(f"betas must be a pair (beta1, beta2), got {len(betas)} numbers")
-    return betas[0], betas[1]
+    beta1, beta2 = check_sequence("betas", betas, check_float, length=2, low=0.0, high=1.0, high_open=True)
+    return beta1, beta2
 
 
 class _ScratchOptimizer(torch.optim.Optimizer):

@@ -111,12 +111,17 @@ def check_ints(name: str, values, *, minimum: int | None = None, min_length: int
     return [check_int(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(values)]
 
 
-def check_sequence(name: str, values, check, **limits) -> list:
-    """Check every entry of a non-empty list or tuple with ``check(name[i], entry, **limits)``."""
+def check_sequence(name: str, values, check, *, length: int | None = None, **limits) -> list:
+    """Check every entry of a non-empty list or tuple with ``check(name[i], entry, **limits)``.
+
+    With ``length`` the sequence must have exactly that many entries.
+    """
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray, range)):
         raise TypeError(f"{name} must be a list or tuple, got {describe(values)}")
     if len(values) == 0:
         raise ValueError(f"{name} must not be empty")
+    if length is not None and len(values) != length:
+        raise ValueError(f"{name} must have {length} entries, got {len(values)}")
     return [check(f"{name}[{i}]", v, **limits) for i, v in enumerate(values)]
 
 

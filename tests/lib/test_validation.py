@@ -92,3 +92,21 @@ def test_shapes_floating_square_and_broadcasting():
     with pytest.raises(ValueError, match=r"a of shape \(3,\) and b of shape \(4,\) do not broadcast"):
         v.check_broadcastable("a", (3,), "b", (4,))
     assert "tensor of shape (2,)" in v.describe(torch.zeros(2))
+
+
+def test_values_in_class_indices_intervals_and_lengths():
+    assert v.check_values_in("x", torch.tensor([0.0, 1.0, 1.0]), (0, 1)) is not None
+    with pytest.raises(ValueError, match=r"x must contain only 0 or 1, found values such as \[2.0\]"):
+        v.check_values_in("x", torch.tensor([0.0, 2.0]), (0, 1))
+    assert v.check_class_indices("y", [0, 2, 1], 3).dtype == torch.int64
+    with pytest.raises(TypeError, match="y must hold integer class indices"):
+        v.check_class_indices("y", torch.tensor([0.0, 1.0]), 3)
+    with pytest.raises(ValueError, match=r"y must lie in 0..2, got values in 0..3"):
+        v.check_class_indices("y", [0, 3], 3)
+    assert v.check_interval(-1, 2) == (-1.0, 2.0)
+    with pytest.raises(ValueError, match="low must be smaller than high"):
+        v.check_interval(2, 2)
+    with pytest.raises(ValueError, match="a must be smaller than b"):
+        v.check_interval(3, 1, names=("a", "b"))
+    with pytest.raises(ValueError, match="betas must have 2 entries, got 3"):
+        v.check_sequence("betas", (0.9, 0.99, 0.5), v.check_float, length=2)
