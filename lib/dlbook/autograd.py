@@ -36,6 +36,7 @@ from .validation import (
     check_bool,
     check_broadcastable,
     check_choice,
+    check_class_indices,
     check_device,
     check_dtype,
     check_float,
@@ -364,15 +365,10 @@ def cross_entropy(logits: Tensor, targets) -> Tensor:
         raise TypeError(f"logits must be a dlbook.autograd.Tensor, got {describe(logits)}")
     if logits.dim() != 2:
         raise ValueError(f"logits must have shape (N, C), got shape {tuple(logits.shape)}")
-    targets = as_tensor("targets", targets, ndim=1)
-    if targets.is_floating_point() or targets.dtype == torch.bool:
-        raise TypeError(f"targets must hold integer class indices, got {describe(targets)}")
     num_rows, num_classes = logits.shape
+    targets = check_class_indices("targets", targets, num_classes).to(logits.device)
     if len(targets) != num_rows:
         raise ValueError(f"targets must have {num_rows} entries to match logits, got {len(targets)}")
-    targets = targets.to(logits.device)
-    if num_rows and (targets.min() < 0 or targets.max() >= num_classes):
-        raise ValueError(f"targets must lie in [0, {num_classes - 1}]")
 
     shifted = logits.data - logits.data.max(dim=1, keepdim=True).values
     log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()  # (N, C)
