@@ -14,6 +14,9 @@ from dlbook.exercises import EXERCISES, run_check
 
 from exercise_contract import bad_types
 
+#: Fewest cases each check must run (tests/checks/test_contract.py).
+MIN_CASES = 5
+
 IDS = ("16.1", "16.2", "16.3", "16.4", "16.5")
 
 

@@ -1,21 +1,24 @@
-"""The exercise contract, for every chapter whose exercise tests declare it.
+"""The exercise contract, for every chapter: tests/checks/test_chNN_slug.py.
 
-Each listed test module declares REFERENCES (exercise id -> a reference
+Each chapter's test module declares REFERENCES (exercise id -> a reference
 solution or a list of them), WRONG (id -> {name: plausible wrong answer}),
-IDS and BAD_TYPES. Every reference must pass, every wrong answer must fail
-naming the case, and every badly typed answer must fail cleanly.
+IDS and BAD_TYPES, and may set MIN_CASES (default 4). Every reference must
+pass, every wrong answer must fail naming the case (or with the shortcut
+reason), and every badly typed answer must fail cleanly.
 """
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
 from exercise_contract import assert_fails_cleanly, assert_fails_naming_the_case, assert_passes
 
-#: Test modules that follow the contract, with the fewest cases a check must run.
-CHAPTER_TESTS = {"test_ch01_neurons": 5, "test_ch02_feedforward": 5, "test_ch03_optimization": 4,
-                 "test_ch04_training": 5, "test_ch16_failures": 5, "test_ch17_symmetry": 5}
+#: Chapter test modules that declare the contract, with the fewest cases a check must run.
+CHAPTER_TESTS = {path.stem: getattr(importlib.import_module(path.stem), "MIN_CASES", 4)
+                 for path in sorted(Path(__file__).parent.glob("test_ch[0-9][0-9]_*.py"))
+                 if hasattr(importlib.import_module(path.stem), "REFERENCES")}
 
 
 def _declared(attribute: str) -> list[tuple]:
