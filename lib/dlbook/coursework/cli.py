@@ -44,7 +44,7 @@ def _run_student(args) -> int:
 
 
 def _add_grade(subparsers) -> None:
-    from .sandbox import Limits
+    from .sandbox import UNSAFE_RISK, Limits
     from .submission import MAX_BYTES
 
     parser = subparsers.add_parser(
@@ -76,9 +76,7 @@ def _add_grade(subparsers) -> None:
     parser.add_argument("--max-size-mb", type=float, default=MAX_BYTES / 2**20,
                         help="larger submissions are not read (default: %(default)g)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
-                        help="grade without bubblewrap: submitted code then runs as an ordinary "
-                             "process that can read and change your files, use the network and "
-                             "leave processes running (the scores stay honest)")
+                        help=f"grade without bubblewrap: {UNSAFE_RISK.removeprefix('--unsafe-no-sandbox ')}")
     parser.set_defaults(func=_run_grade)
 
 

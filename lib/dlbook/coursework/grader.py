@@ -37,16 +37,26 @@ reaches the grades; its answers are decoded as plain values, so it cannot
 run code in the grader. The library functions an exercise blocks raise
 ShortcutError while that exercise's cell and calls run, as in the notebook.
 
-Still out of reach: a student who copies a library function's source (or
-clones its code object in an earlier cell) is not caught by the block, only
-noted when the cell names the blocked function; a submission can learn the
-inputs a check sends and could memorise answers computed elsewhere (hard-coded
-answers to the visible cases are a matter for the checks' hidden cases);
-plagiarism between students; attacks on the Linux kernel or bubblewrap
-themselves. Without bubblewrap (``unsafe_no_sandbox``) only the first of
-these guarantees holds: the expected values still never reach the student's
-process, but the submission can read and change the instructor's files,
-use the network and leave processes behind.
+Still out of reach:
+
+- copying a blocked library function's source (or cloning its code object
+  in an earlier cell): the block does not see it, the note only catches a
+  cell that names the function;
+- answers hard-coded for the cases a check sends (the checks' job: cases
+  the text never shows), and plagiarism between students;
+- the memory limit is per process: a submission may use up to the process
+  limit times the memory limit in all, unless the grader itself runs in a
+  cgroup (``systemd-run --scope -p MemoryMax=... -p TasksMax=...``);
+- a grader run by root gives the worker its own user id but no user
+  namespace, so the worker may still create one (kernel attack surface);
+  bubblewrap, run by an ordinary user, forbids it where it can;
+- attacks on the Linux kernel or on bubblewrap themselves.
+
+Without bubblewrap (``unsafe_no_sandbox``) the expected values still never
+reach the student's process, but a submission can read and change
+everything the instructor can (other submissions, the repository, the
+grades once written), use the network, and leave processes behind that do
+so later: use it only for submissions you trust.
 
 Outputs: ``grades.csv`` (student, exercise, points, max_points, passed,
 reason: one row per submission and exercise), ``grades_summary.csv``,
@@ -69,7 +79,7 @@ from ..exercises import core
 from . import channel
 from .notebook import exercise_cells, setup_cells
 from .report import Row, fmt, printable, summary_path, summary_table, write_outputs
-from .sandbox import Limits, Sandbox, SandboxUnavailable, WorkerDied, WorkerTimeout
+from .sandbox import UNSAFE_RISK, Limits, Sandbox, SandboxUnavailable, WorkerDied, WorkerTimeout
 from .submission import MAX_BYTES, Cell, NotANotebook, NotGradable, read_submission
 
 #: Seconds each setup cell of the reference may take (imports are slow on a busy machine).
@@ -141,6 +151,8 @@ class Reference:
         exercises = []
         for cell in found:
             ex = core.get_exercise(cell.exercise_id)  # ValueError if the chapter has no check
+            for dotted in ex.blocked:  # a name the worker could not block would cost students points
+                core._resolve(dotted)
             exercises.append(_RefExercise(ex.id, cell.cell_id, ex.function_name, ex.points, ex.blocked))
         setup = [nb.cells[i].source for i in setup_cells(nb)]
         return cls(path, setup, exercises)
@@ -531,8 +543,7 @@ def grade_folder(submissions_dir, reference_notebook, out_csv, *, timeout_per_no
     started, timings = time.monotonic(), {}
     with Sandbox(limits, unsafe=unsafe_no_sandbox, hidden=hidden) as sandbox:
         if unsafe_no_sandbox and not quiet:
-            print("warning: grading WITHOUT a sandbox (--unsafe-no-sandbox): submitted code can read and "
-                  "change your files, use the network and leave processes running", flush=True)
+            print(f"warning: grading WITHOUT a sandbox: {UNSAFE_RISK}", flush=True)
         if paths:
             sandbox.probe()
 

@@ -70,6 +70,12 @@ SIGNALS = {signal.SIGKILL: "it was killed (out of memory?)", signal.SIGSEGV: "it
            signal.SIGXFSZ: "it wrote a file larger than the limit", signal.SIGBUS: "it crashed (bus error)"}
 
 
+#: What grading without the sandbox risks (said wherever the grader refuses or is told to).
+UNSAFE_RISK = ("--unsafe-no-sandbox runs submissions as ordinary processes that can read and change your "
+               "files (other submissions, the grades once written), use the network and leave processes "
+               "running")
+
+
 class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot make a sandbox on this machine."""
 
@@ -157,10 +163,8 @@ class Sandbox:
         self.bwrap = None if unsafe else bwrap_path()
         if not unsafe and self.bwrap is None:
             raise SandboxUnavailable(
-                "bubblewrap (bwrap) is not installed, so submissions cannot be run in a sandbox. "
-                "Install it (Debian/Ubuntu: apt-get install bubblewrap), or pass "
-                "--unsafe-no-sandbox to run them as ordinary processes that can read and change "
-                "your files, use the network and leave processes behind.")
+                "bubblewrap (bwrap) is not installed, so submissions cannot be run in a sandbox. Install it "
+                f"(Debian/Ubuntu: apt-get install bubblewrap), or grade at your own risk: {UNSAFE_RISK}.")
         import dlbook
 
         self.hidden = [Path(dlbook.__file__).resolve().parent, *(Path(p).resolve() for p in hidden)]
@@ -298,7 +302,9 @@ class Sandbox:
         try:
             self.start().stop()
         except (WorkerDied, WorkerTimeout) as err:
-            raise SandboxUnavailable(f"the sandbox does not start on this machine: {err}") from None
+            raise SandboxUnavailable(
+                f"bubblewrap cannot make a sandbox on this machine ({err}). Grade where it can (a virtual "
+                f"machine, or a container that allows user namespaces), or at your own risk: {UNSAFE_RISK}.") from None
 
 
 def _bwrap_help(bwrap: str) -> str:
