@@ -278,7 +278,7 @@ def run_jupyterlab(root_dir, *, env: dict | None = None, startup_timeout_s: floa
         server_env = dict(os.environ if env is None else env)
         server_env.update(JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_DATA_DIR=str(dirs["data"]),
                           JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), IPYTHONDIR=str(dirs["ipython"]),
-                          JUPYTER_PLATFORM_DIRS="1")
+                          JUPYTER_PLATFORM_DIRS="1")  # the current folder layout, without a deprecation warning
         server_env.pop("JUPYTER_PATH", None)
         server_env.pop("JUPYTER_CONFIG_PATH", None)
         log_path = home / "server.log"
