@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from grader_fixtures import fixture_checks
 from nbclient import NotebookClient
 
 from dlbook.coursework.cli import main
@@ -31,8 +32,15 @@ from dlbook.coursework.student import (
 from dlbook.exercises import EXERCISES
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Its exercises 90.1 and 90.2 are the grader fixture's (tests/fixtures/grader/checks.py).
 FIXTURE = ROOT / "tests" / "fixtures" / "mini_chapter.ipynb"
 BOOK = ROOT / "book"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fixture_exercises():
+    with fixture_checks():
+        yield
 
 
 def _notebooks():
@@ -134,7 +142,7 @@ def test_student_edition_provably_runs_where_the_reference_runs(editions):
 
 def test_the_argument_catches_a_cell_that_calls_a_stub():
     nb = nbformat.read(FIXTURE, as_version=4)
-    solution = next(ex for ex in exercise_cells(nb))
+    solution = exercise_cells(nb)[0]
     function = EXERCISES[solution.exercise_id].function_name
     nb.cells.append(nbformat.v4.new_code_cell(f"print({function}(1))", id="uses-the-stub"))
     problems = student_edition_problems(nb, "fixture")
@@ -150,6 +158,13 @@ def test_fixture_student_edition_runs_with_errors_only_in_exercise_cells(monkeyp
     path = make_student_edition(FIXTURE, tmp_path / FIXTURE.name)
     monkeypatch.delenv("DLBOOK_CHECKS", raising=False)
     nb = nbformat.read(path, as_version=4)
+    checks = ROOT / "tests" / "fixtures" / "grader" / "checks.py"
+    nb.cells.insert(1, nbformat.v4.new_code_cell(  # the kernel registers the fixture's checks first
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('fixture_checks', {str(checks)!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "module.register()", id="register-fixture-checks"))
     client = NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=True,
                             resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
@@ -188,7 +203,7 @@ def test_student_wording_replaces_what_is_false_for_students():
 
 def _fixture_with(source_edit):
     nb = nbformat.read(FIXTURE, as_version=4)
-    cell = next(c for c in nb.cells if c.get("id") == "exercise-1-3")
+    cell = next(c for c in nb.cells if c.get("id") == "exercise-90-2")
     cell.source = source_edit(cell.source)
     return nb
 
@@ -197,20 +212,20 @@ def test_solution_cell_without_markers_is_an_error(tmp_path):
     nb = _fixture_with(lambda s: s.replace("    ### BEGIN SOLUTION\n", "").replace("\n    ### END SOLUTION", ""))
     path = tmp_path / "no_markers.ipynb"
     nbformat.write(nb, path)
-    with pytest.raises(ValueError, match=r"no_markers\.ipynb.*exercise-1-3.*no '### BEGIN SOLUTION'"):
+    with pytest.raises(ValueError, match=r"no_markers\.ipynb.*exercise-90-2.*no '### BEGIN SOLUTION'"):
         make_student_edition(path, tmp_path / "out.ipynb")
     assert not (tmp_path / "out.ipynb").exists()
 
 
 def test_unbalanced_markers_are_an_error():
     nb = _fixture_with(lambda s: s.replace("\n    ### END SOLUTION", ""))
-    with pytest.raises(ValueError, match=r"exercise-1-3.*never closed"):
+    with pytest.raises(ValueError, match=r"exercise-90-2.*never closed"):
         student_notebook(nb, "chapter")
 
 
 def test_several_blocks_and_indentation_are_kept():
     nb = _fixture_with(lambda s: s + "\n\n\ndef helper():\n  ### BEGIN SOLUTION\n  return 1\n  ### END SOLUTION\n")
-    cell = next(c for c in student_notebook(nb).cells if c.get("id") == "exercise-1-3")
+    cell = next(c for c in student_notebook(nb).cells if c.get("id") == "exercise-90-2")
     lines = cell.source.split("\n")
     assert sum("raise NotImplementedError" in line for line in lines) == 2
     assert any(line.startswith("    raise NotImplementedError") for line in lines)
