@@ -54,7 +54,7 @@ bench: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python -m dlbook student --out student
 
-grade: $(STAMP)
+grade: setup
 	$(BIN)/python -m dlbook grade $(SUBMISSIONS) --chapter $(CHAPTER) --out grades/grades.csv
 
 clean:

@@ -35,7 +35,8 @@ PHASES = [
      ("install",)),
     ("unit tests", PYTEST + ["tests", "-m", "not browser", "-n", "2", "-q"]
      + [f"--ignore={path}" for path in GRADER_TESTS], ("install",)),
-    ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "-q"], ("install",)),
+    # Each grader test module grades one folder in a module fixture: keep a module on one worker.
+    ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "--dist", "loadscope", "-q"], ("install",)),
     ("notebooks", PYTEST + ["book", "-n", "2", "--dist", "loadscope", "-q"], ("install",)),
     ("book build", [PYTHON, "tools/build_book.py", "--no-execute"], ("notebooks",)),
     ("student build", [PYTHON, "tools/build_book.py", "--student", "--no-execute"], ("book build",)),
