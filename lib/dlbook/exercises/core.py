@@ -163,13 +163,18 @@ def _qualified(fn) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def exercise(exercise_id: str, *, title: str, function: str, hint: str, points: float = 1,
+def exercise(exercise_id: str, *, title: str, function: str, hint: str, points: float | None = None,
              kind: str = "derive", difficulty: int = 1, minutes: int = 15,
              blocked: tuple[str, ...] = ()):
-    """Decorator that registers a check function for an exercise (fields: :class:`Exercise`)."""
+    """Decorator that registers a check function for an exercise (fields: :class:`Exercise`).
+
+    ``points`` defaults to the difficulty in stars, the grading scheme the
+    instructors' page suggests.
+    """
     def decorate(check_fn):
         register(Exercise(id=exercise_id, title=title, function_name=function,
-                          check_fn=check_fn, hint=hint, points=points, kind=kind,
+                          check_fn=check_fn, hint=hint,
+                          points=difficulty if points is None else points, kind=kind,
                           difficulty=difficulty, minutes=minutes, blocked=tuple(blocked)))
         return check_fn
     return decorate
