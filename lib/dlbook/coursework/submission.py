@@ -155,7 +155,7 @@ def _defined_names(source: str) -> list[str]:
     return names
 
 
-def _describe(data: bytes) -> dict:
+def _shape_of(data: bytes) -> dict:
     try:
         cells = _notebook_cells(data)
     except ValueError as err:
@@ -179,7 +179,7 @@ def _main(argv) -> int:
 
     memory = int(argv[1])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    answer = _describe(sys.stdin.buffer.read())
+    answer = _shape_of(sys.stdin.buffer.read())
     sys.stdout.write(json.dumps(answer))
     return 0
 
