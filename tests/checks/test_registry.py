@@ -195,3 +195,13 @@ def test_chapter_solution_cells_pass(path, eid):
     assert function in namespace, f"{path.name}: the solution cell of {eid} does not define {function}"
     result = run_check(eid, namespace[function])
     assert result.passed, f"{path.name}: {result.line()}"
+
+
+def test_time_limits_stretch_with_the_load(monkeypatch):
+    from dlbook.exercises import core
+
+    monkeypatch.setattr(core.os, "getloadavg", lambda: (8.0, 8.0, 8.0))
+    monkeypatch.setattr(core.os, "cpu_count", lambda: 2)
+    assert core.machine_load_factor() == 4.0
+    monkeypatch.setattr(core.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert core.machine_load_factor() == 1.0
