@@ -92,7 +92,7 @@ def _streams(seed) -> tuple[np.random.Generator, np.random.Generator]:
 
 
 def _sample(probabilities: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """One arm per row with the row's probabilities, by inverting the cumulative sum at a uniform."""
+    """One arm per row with the row's probabilities (or weights), by inverting the cumulative sum at a uniform."""
     cumulative = np.cumsum(probabilities, axis=1)
     picks = (cumulative < uniforms[:, None] * cumulative[:, -1:]).sum(axis=1)
     return np.minimum(picks, probabilities.shape[1] - 1)  # rounding can put a uniform past the last sum
@@ -598,19 +598,26 @@ def play_table(policy: Policy, table, *, num_runs: int, seed: int = 0, times=Non
     return AdversarialRun(times, best_in_hindsight[:, None] - total_at, pulls_at[-1])
 
 
-def adaptive_adversary_regret(policy: Policy, horizon, *, num_runs: int = 1, seed: int = 0) -> np.ndarray:
-    """Regret per run against the adversary that, each round, pays 1 to the arm not chosen (2 arms) (Chapter 11).
+def table_against(policy: Policy, horizon, *, num_arms: int = 2, seed: int = 0) -> np.ndarray:
+    """The table an adversary who can predict ``policy`` fixes in advance: in every round 0 for the arm
+    the policy will pull and 1 for every other arm, shape (horizon, arms) (Chapter 11).
 
-    This adversary sees the arm before it sets the rewards, which an
-    adversary who knows a deterministic policy can always arrange; the
-    chosen arm pays 0, so the policy collects nothing.
+    The adversary simply runs the policy once. For a deterministic policy
+    (and a policy's random numbers are fixed by its seed) replaying the table
+    with the same seed repeats every choice, so the policy collects nothing.
     """
     horizon = check_int("horizon", horizon, minimum=1)
-    num_runs = check_int("num_runs", num_runs, minimum=1)
-    pulls_at, total_at = _play(policy, lambda t, arms: np.zeros(len(arms)), horizon, num_runs, 2,
-                               _streams(seed)[1], np.array([horizon]))
-    paid = horizon - pulls_at[-1]  # arm k was paid 1 in every round it was not chosen
-    return paid.max(axis=1) - total_at[-1]
+    num_arms = check_int("num_arms", num_arms, minimum=2)
+    pulled = []
+
+    def pay_nothing(t, arms):
+        pulled.append(int(arms[0]))
+        return np.zeros(1)
+
+    _play(policy, pay_nothing, horizon, 1, num_arms, _streams(seed)[1], np.array([horizon]))
+    table = np.ones((horizon, num_arms))
+    table[np.arange(horizon), pulled] = 0.0
+    return table
 
 
 def importance_weighted_estimates(arms, rewards, probabilities, *, loss_based: bool = True) -> np.ndarray:
@@ -681,8 +688,9 @@ class LinearContexts:
 class ContextualPolicy:
     """A policy that sees a context per run before it chooses: ``choose(t, x)`` with x of shape (runs, p).
 
-    Keeps, per run and arm, the ridge statistics A = I + sum x x^T (as its
-    inverse, updated by Sherman and Morrison) and b = sum R x (Chapter 11).
+    Keeps, per run and arm, the ridge regression of the rewards on the
+    contexts: the inverse of A = I + sum x x^T, updated by Sherman and
+    Morrison, and the estimate beta_hat = A^-1 b with b = sum R x (Chapter 11).
     """
 
     name = "contextual policy"
@@ -690,18 +698,23 @@ class ContextualPolicy:
     def reset(self, num_runs: int, num_arms: int, num_features: int, rng: np.random.Generator) -> None:
         self.rng = rng
         self.A_inv = np.tile(np.eye(num_features), (num_runs, num_arms, 1, 1))  # (runs, arms, p, p)
-        self.b = np.zeros((num_runs, num_arms, num_features))
+        self.beta_hat = np.zeros((num_runs, num_arms, num_features))
         self.rows = np.arange(num_runs)
 
     def estimates(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ridge estimates beta_hat_a . x and widths sqrt(x^T A_a^-1 x), both (runs, arms)."""
-        beta_hat = np.einsum("rapq,raq->rap", self.A_inv, self.b)
-        A_inv_x = np.einsum("rapq,rq->rap", self.A_inv, x)
-        return np.einsum("rap,rp->ra", beta_hat, x), np.sqrt(np.einsum("rap,rp->ra", A_inv_x, x))
+        A_inv_x = (self.A_inv @ x[:, None, :, None])[..., 0]  # (runs, arms, p)
+        return (self.beta_hat * x[:, None, :]).sum(-1), np.sqrt((A_inv_x * x[:, None, :]).sum(-1))
 
     def update(self, arms: np.ndarray, x: np.ndarray, rewards: np.ndarray) -> None:
-        self.A_inv[self.rows, arms] = sherman_morrison_update(self.A_inv[self.rows, arms], x)
-        self.b[self.rows, arms] += rewards[:, None] * x
+        A_inv = self.A_inv[self.rows, arms]  # (runs, p, p), the pulled arm of each run
+        beta_hat = self.beta_hat[self.rows, arms]
+        A_inv_x = (A_inv @ x[..., None])[..., 0]
+        denominator = 1 + (A_inv_x * x).sum(-1, keepdims=True)
+        self.A_inv[self.rows, arms] = sherman_morrison_update(A_inv, x)
+        # The new A^-1 x is A_inv_x / denominator, so beta_hat moves along it by the prediction error.
+        error = rewards - (beta_hat * x).sum(-1)
+        self.beta_hat[self.rows, arms] = beta_hat + A_inv_x / denominator * error[:, None]
 
     def choose(self, t: int, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -712,7 +725,7 @@ class ContextualPolicy:
 
 def sherman_morrison_update(A_inv: np.ndarray, x: np.ndarray) -> np.ndarray:
     """(A + x x^T)^-1 from A^-1 in O(p^2): A^-1 - (A^-1 x)(A^-1 x)^T / (1 + x^T A^-1 x), batched (Chapter 11)."""
-    A_inv_x = np.einsum("...pq,...q->...p", A_inv, x)  # A^-1 is symmetric, so x^T A^-1 = (A^-1 x)^T
+    A_inv_x = (A_inv @ x[..., None])[..., 0]  # A^-1 is symmetric, so x^T A^-1 = (A^-1 x)^T
     return A_inv - A_inv_x[..., :, None] * A_inv_x[..., None, :] / (1 + (A_inv_x * x).sum(-1))[..., None, None]
 
 
@@ -754,33 +767,38 @@ class LinearThompson(ContextualPolicy):
 class ContextualRun(NamedTuple):
     """Pseudo-regret of a contextual policy at chosen rounds, and how often its intervals held (Chapter 11).
 
-    ``coverage`` is the fraction of (round, run, arm) for which
-    |beta_hat_a . x - beta_a . x| <= alpha sqrt(x^T A_a^-1 x) before the
-    round, for the ``alpha`` passed to simulate_contextual (None without one).
+    ``coverage[i]`` is the fraction of (round, run, arm) for which
+    |beta_hat_a . x - beta_a . x| <= alpha_i sqrt(x^T A_a^-1 x) before the
+    round, for the ``coverage_alphas`` passed to simulate_contextual.
     """
 
     times: np.ndarray
     regret: np.ndarray  # (len(times), runs)
-    coverage: float | None
+    coverage: np.ndarray
 
     def mean(self) -> np.ndarray:
         return self.regret.mean(axis=1)
 
 
 def simulate_contextual(policy: ContextualPolicy, problem: LinearContexts, horizon, *, num_runs: int,
-                        seed: int = 0, times=None, coverage_alpha=None) -> ContextualRun:
-    """Run a contextual policy on a linear problem, with the same contexts and reward table per seed (Chapter 11)."""
+                        seed: int = 0, times=None, coverage_alphas=()) -> ContextualRun:
+    """Run a contextual policy on a linear problem, with the same contexts and reward table per seed (Chapter 11).
+
+    With ``coverage_alphas`` it also counts how often the ridge intervals of
+    those widths contain the true mean rewards (every arm, every round).
+    """
     if not isinstance(policy, ContextualPolicy):
         raise TypeError(f"policy must be a dlbook.bandits.ContextualPolicy, got {describe(policy)}")
     if not isinstance(problem, LinearContexts):
         raise TypeError(f"problem must be a dlbook.bandits.LinearContexts, got {describe(problem)}")
     horizon, num_runs = check_int("horizon", horizon, minimum=1), check_int("num_runs", num_runs, minimum=1)
-    alpha = None if coverage_alpha is None else check_float("coverage_alpha", coverage_alpha, low=0.0)
+    alphas = np.array([] if len(coverage_alphas) == 0 else
+                      check_sequence("coverage_alphas", coverage_alphas, check_float, low=0.0))
     times = _record_times(times, horizon)
     environment, own = _streams(seed)
     policy.reset(num_runs, problem.num_arms, problem.num_features, own)
     regret, regret_at = np.zeros(num_runs), np.empty((len(times), num_runs))
-    covered = checked = 0
+    covered, checked = np.zeros(len(alphas)), 0
     j = 0
     for t in range(1, horizon + 1):
         i = (t - 1) % BLOCK
@@ -789,10 +807,11 @@ def simulate_contextual(policy: ContextualPolicy, problem: LinearContexts, horiz
             block_u = environment.random((BLOCK, num_runs))
         x = block_x[i]
         true_means = problem.mean_rewards(x)  # (runs, arms)
-        if alpha is not None:
+        if len(alphas):
             estimate, width = policy.estimates(x)
-            covered += int((np.abs(estimate - true_means) <= alpha * width).sum())
-            checked += true_means.size
+            ratio = (np.abs(estimate - true_means) / width).ravel()  # widths > 0: A^-1 is positive definite
+            covered += (ratio[None, :] <= alphas[:, None]).sum(axis=1)
+            checked += ratio.size
         arms = policy.choose(t, x)
         chosen_mean = true_means[policy.rows, arms]
         policy.update(arms, x, (block_u[i] < chosen_mean).astype(float))
@@ -800,25 +819,64 @@ def simulate_contextual(policy: ContextualPolicy, problem: LinearContexts, horiz
         if t == times[j]:
             regret_at[j] = regret
             j += 1
-    return ContextualRun(times, regret_at, covered / checked if checked else None)
+    return ContextualRun(times, regret_at, covered / max(checked, 1))
 
 
 # ---------------------------------------------------------------------------
 # Evaluating a policy from logged data
 # ---------------------------------------------------------------------------
 
-def ips_value(target_arms, logged_arms, rewards, propensities) -> float:
-    """Inverse-propensity estimate of a policy's value from logs: mean of 1[pi(x) = a] r / p(a | x) (Chapter 11).
+class Logs(NamedTuple):
+    """Rounds logged by a randomised policy: what it saw, did, got, and the probability of what it did.
+
+    Arrays have shape (logs, rounds) (and a last axis of p for contexts).
+    """
+
+    contexts: np.ndarray
+    arms: np.ndarray
+    rewards: np.ndarray
+    propensities: np.ndarray
+
+
+def collect_logs(problem: LinearContexts, logging_scores, temperature, *, num_logs: int, num_rounds: int,
+                 seed: int = 0) -> Logs:
+    """Logs of a softmax policy that plays arm a with probability proportional to exp(w_a . x / temperature).
+
+    ``logging_scores`` has shape (arms, p). Every arm keeps a positive
+    probability, so inverse-propensity estimates exist (Chapter 11).
+    """
+    if not isinstance(problem, LinearContexts):
+        raise TypeError(f"problem must be a dlbook.bandits.LinearContexts, got {describe(problem)}")
+    W = np.asarray(logging_scores, dtype=float)
+    if W.shape != problem.coefficients.shape:
+        raise ValueError(f"logging_scores must have shape {problem.coefficients.shape}, got {W.shape}")
+    temperature = check_float("temperature", temperature, low=0.0, low_open=True)
+    num_logs, num_rounds = check_int("num_logs", num_logs, minimum=1), check_int("num_rounds", num_rounds, minimum=1)
+    rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+    x = problem.contexts((num_logs, num_rounds), rng)
+    probabilities = softmax_rows(x @ W.T, 1 / temperature).reshape(-1, problem.num_arms)
+    arms = _sample(probabilities, rng.random(len(probabilities)))
+    means = problem.mean_rewards(x).reshape(-1, problem.num_arms)[np.arange(len(arms)), arms]
+    rewards = (rng.random(len(arms)) < means).astype(float)
+    propensities = probabilities[np.arange(len(arms)), arms]
+    shape = (num_logs, num_rounds)
+    return Logs(x, arms.reshape(shape), rewards.reshape(shape), propensities.reshape(shape))
+
+
+def ips_value(target_arms, logged_arms, rewards, propensities):
+    """Inverse-propensity estimate of a policy's value from logs: the mean of 1[pi(x) = a] r / p(a | x) (Chapter 11).
 
     ``target_arms`` are the arms the evaluated policy would pick for the
-    logged contexts, ``logged_arms`` the arms the logging policy picked with
-    probabilities ``propensities`` (all of shape (n,)).
+    logged contexts, ``logged_arms`` the arms the logging policy picked, with
+    probabilities ``propensities``; all of one shape (..., rounds). Returns
+    one estimate per log: a float for vectors, an array for several logs.
     """
     target_arms, logged_arms = np.asarray(target_arms), np.asarray(logged_arms)
     rewards, propensities = np.asarray(rewards, dtype=float), np.asarray(propensities, dtype=float)
-    if not (target_arms.shape == logged_arms.shape == rewards.shape == propensities.shape) or target_arms.ndim != 1:
-        raise ValueError(f"target_arms, logged_arms, rewards and propensities must be vectors of one length, got "
-                         f"shapes {target_arms.shape}, {logged_arms.shape}, {rewards.shape}, {propensities.shape}")
+    if not (target_arms.shape == logged_arms.shape == rewards.shape == propensities.shape) or target_arms.ndim < 1:
+        raise ValueError(f"target_arms, logged_arms, rewards and propensities must have one shape (..., rounds), "
+                         f"got shapes {target_arms.shape}, {logged_arms.shape}, {rewards.shape}, {propensities.shape}")
     if np.any((propensities <= 0) | (propensities > 1)):
         raise ValueError("propensities must lie in (0, 1]")
-    return float(np.mean((target_arms == logged_arms) * rewards / propensities))
+    values = np.mean((target_arms == logged_arms) * rewards / propensities, axis=-1)
+    return float(values) if values.ndim == 0 else values

@@ -289,10 +289,16 @@ def test_exp3_regret_within_its_bound_on_the_switching_table():
     assert uniform.mean()[-1] == pytest.approx(4000 * (0.6 - 0.48), rel=0.05)
 
 
-def test_deterministic_policies_lose_half_against_the_adaptive_adversary():
+def test_a_table_built_against_a_deterministic_policy_takes_everything():
     for policy in (bandits.UCB(2.0), bandits.EpsilonGreedy(0.0), bandits.ExploreThenCommit(5)):
-        regret = bandits.adaptive_adversary_regret(policy, 1001, num_runs=3)
-        assert np.all(regret >= 1001 / 2)
+        for num_arms in (2, 3):
+            table = bandits.table_against(policy, 1001, num_arms=num_arms, seed=4)
+            assert np.all(table.sum(axis=1) == num_arms - 1)
+            run = bandits.play_table(policy, table, num_runs=1, seed=4)
+            collected = table.sum(axis=0).max() - run.regret[-1, 0]
+            assert collected == 0 and run.regret[-1, 0] >= 1001 * (num_arms - 1) / num_arms
+    table = bandits.table_against(bandits.UCB(2.0), 2000, seed=0)
+    assert bandits.play_table(bandits.Exp3(2000), table, num_runs=20).mean()[-1] < bandits.exp3_regret_bound(2, 2000)
     assert bandits.exp3_learning_rate(5, 10_000) == pytest.approx(math.sqrt(2 * math.log(5) / 50_000))
 
 
@@ -345,10 +351,10 @@ def test_linucb_and_linear_thompson_learn():
     problem = bandits.LinearContexts.random(3, 5, seed=0)
     for policy in (bandits.LinUCB(bandits.linucb_alpha(0.1)), bandits.LinearThompson(0.3)):
         run = bandits.simulate_contextual(policy, problem, 1500, num_runs=10, seed=0, times=[300, 1500],
-                                          coverage_alpha=bandits.linucb_alpha(0.1))
+                                          coverage_alphas=[0.1, bandits.linucb_alpha(0.1)])
         r300, r1500 = run.mean()
         assert r1500 < 3 * r300, (policy, r300, r1500)
-        assert run.coverage >= 0.9
+        assert run.coverage[1] >= 0.9 and run.coverage[0] < run.coverage[1]
 
 
 def test_ips_is_unbiased_and_checks_its_inputs():
@@ -362,8 +368,22 @@ def test_ips_is_unbiased_and_checks_its_inputs():
     assert abs(values.mean() - 0.7) < 4 * values.std() / math.sqrt(reps)
     with pytest.raises(ValueError, match="propensities"):
         bandits.ips_value([0], [0], [1.0], [0.0])
-    with pytest.raises(ValueError, match="vectors of one length"):
+    with pytest.raises(ValueError, match="must have one shape"):
         bandits.ips_value([0, 1], [0], [1.0], [0.5])
+
+
+def test_collected_logs_record_the_logging_probabilities():
+    problem = bandits.LinearContexts.random(3, 4, seed=2)
+    W = np.random.default_rng(3).random((3, 4))
+    logs = bandits.collect_logs(problem, W, 0.5, num_logs=40, num_rounds=500, seed=1)
+    assert logs.contexts.shape == (40, 500, 4) and logs.arms.shape == logs.rewards.shape == (40, 500)
+    probabilities = torch.softmax(torch.tensor(logs.contexts @ W.T / 0.5), dim=-1).numpy()
+    assert np.allclose(np.take_along_axis(probabilities, logs.arms[..., None], -1)[..., 0], logs.propensities)
+    frequencies = np.bincount(logs.arms.ravel(), minlength=3) / logs.arms.size
+    assert np.abs(frequencies - probabilities.reshape(-1, 3).mean(0)).max() < 0.01
+    # One estimate per log, and the value of the logging policy itself is the plain average reward.
+    values = bandits.ips_value(logs.arms, logs.arms, logs.rewards, np.ones_like(logs.propensities))
+    assert values.shape == (40,) and np.allclose(values, logs.rewards.mean(axis=1))
 
 
 # --- bad input -----------------------------------------------------------------------------------
