@@ -98,6 +98,10 @@ def stage(edition: str, chapters: list[Path]) -> Path:
 
             nb = student_book_notebook(nb, path.name)
         nbformat.write(nb, str(source / "book" / path.name))
+    from dlbook.coursework.workload import with_workload
+
+    instructors = source / "book" / "instructors.md"
+    instructors.write_text(with_workload(instructors.read_text(), ROOT / "book"))
     if edition == "student":
         from dlbook.coursework.student import student_book_page
 

@@ -91,3 +91,30 @@ def test_citations_exist_in_the_bibliography(chapter):
     cited = {key.strip() for group in re.findall(r"\{cite\}`([^`]+)`", text) for key in group.split(",")}
     assert cited, "a chapter cites its sources"
     assert cited <= keys, cited - keys
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_exercise_task_cells_state_the_registry_metadata(path):
+    """Each task cell (the markdown cell before a solution) names the exercise with the stars,
+    time and kind of its registered check, as CONTRIBUTING.md shows."""
+    from dlbook.coursework.notebook import exercise_cells
+    from dlbook.exercises import get_exercise
+
+    notebook = nbformat.read(path, as_version=4)
+    for cell in exercise_cells(notebook, path.name):
+        ex = get_exercise(cell.exercise_id)
+        task = notebook.cells[cell.index - 1]
+        expected = f"**Exercise {ex.id}** ({ex.stars}, about {ex.minutes} min, {ex.kind})"
+        assert task.cell_type == "markdown" and expected in task.source, (path.name, expected)
+        assert task.source.lstrip().startswith("### "), (path.name, ex.id, "the task starts with a ### title")
+
+
+def test_instructors_page_gets_the_workload_table():
+    from dlbook.coursework.workload import MARKER, with_workload
+
+    page = (ROOT / "book" / "instructors.md").read_text()
+    assert page.count(MARKER) == 1
+    table = with_workload(page, ROOT / "book")
+    for path in CHAPTERS:
+        number = int(path.name[:2])
+        assert f"| {number}. " in table, path.name

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbformat
 
@@ -38,3 +39,19 @@ def test_bench_rejects_an_unknown_chapter(tmp_path, capsys):
     _tiny_chapter(tmp_path / "01_tiny.ipynb")
     assert main(["bench", "--book", str(tmp_path), "99_missing"]) == 2
     assert "99_missing" in capsys.readouterr().err
+
+
+def test_workload_command_lists_every_exercise_and_the_table(tmp_path, capsys):
+    import shutil
+
+    from grader_fixtures import fixture_checks
+
+    book = tmp_path / "book"
+    book.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "fixtures" / "mini_chapter.ipynb", book / "90_mini.ipynb")
+    with fixture_checks():
+        assert main(["workload", "--book", str(book)]) == 0
+    out = capsys.readouterr().out
+    assert "90.1  derive     ★    15 min  1 pt  Cover's count" in out
+    assert "| A miniature chapter | 2 | 2 derive | ★ ★ | about 30 min | 2 |" in out
+    assert "| **all chapters** | 2 | | | about 0.5 h | 2 |" in out

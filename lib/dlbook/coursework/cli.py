@@ -4,6 +4,7 @@ Commands:
   student   write the student edition of chapters (solutions replaced by stubs)
   grade     grade a folder of submitted notebooks against a chapter's checks
   bench     time each chapter end to end and each interactive figure's update
+  workload  list every exercise with its kind, difficulty, time and points
 
 Adding a command: write ``_add_NAME(subparsers)`` that adds a subparser and
 sets ``func`` (a function taking the parsed arguments and returning an exit
@@ -120,8 +121,27 @@ def _run_bench(args) -> int:
     return 0
 
 
+def _add_workload(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "workload", help="list every exercise with its kind, difficulty, time and points",
+        description="Print each chapter's exercises (kind, stars, estimated minutes, points) and "
+                    "the per-chapter table of the instructors' page.")
+    parser.add_argument("--book", default="book",
+                        help="folder of the chapter notebooks (default: %(default)s)")
+    parser.set_defaults(func=_run_workload)
+
+
+def _run_workload(args) -> int:
+    from .workload import exercise_table, workload_table
+
+    print(exercise_table(args.book))
+    print()
+    print(workload_table(args.book))
+    return 0
+
+
 #: Every command's ``_add_...`` function, in the order --help lists them.
-COMMANDS = [_add_student, _add_grade, _add_bench]
+COMMANDS = [_add_student, _add_grade, _add_bench, _add_workload]
 
 
 def build_parser() -> argparse.ArgumentParser:
