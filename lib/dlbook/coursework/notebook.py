@@ -2,7 +2,8 @@
 
 An exercise is three consecutive cells:
 
-1. markdown: ``### Exercise 1.2: Title (★☆☆)``, a line ``*Practises:* ...`` and the task;
+1. markdown: ``### Title``, the line ``**Exercise 1.2** (★★, about 25 min, derive)`` (the
+   registered difficulty, time and kind) and the task;
 2. the SOLUTION cell: a code cell with id ``exercise-1-2``, tags
    ``["solution", "hide-input"]`` and metadata ``{"dlbook": {"exercise": "1.2"}}``,
    defining one function whose body sits between the marker lines
