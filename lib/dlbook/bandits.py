@@ -374,18 +374,24 @@ class BanditRun(NamedTuple):
 
 
 class _RewardTable:
-    """The stochastic environment: draws the shared table in blocks and pays the arms pulled."""
+    """The stochastic environment: draws the shared table in blocks and pays the arms pulled.
 
-    def __init__(self, means: np.ndarray, rewards: str, sd: float, rng: np.random.Generator):
+    With ``groups`` > 1 the runs form that many consecutive groups that read
+    the same tables (run r of every group reads table r).
+    """
+
+    def __init__(self, means: np.ndarray, rewards: str, sd: float, rng: np.random.Generator, groups: int):
         self.flat_means, self.rewards, self.sd, self.rng = means.reshape(-1), rewards, sd, rng
         self.num_runs, self.num_arms = means.shape
+        self.groups = groups
         self.flat_rows = np.arange(self.num_runs) * self.num_arms
 
     def __call__(self, t: int, arms: np.ndarray) -> np.ndarray:
         i = (t - 1) % BLOCK
         if i == 0:
-            shape = (BLOCK, self.num_runs)
-            self.block = self.rng.random(shape) if self.rewards == "bernoulli" else self.rng.standard_normal(shape)
+            shape = (BLOCK, self.num_runs // self.groups)
+            draw = self.rng.random(shape) if self.rewards == "bernoulli" else self.rng.standard_normal(shape)
+            self.block = np.tile(draw, (1, self.groups))
         mean = self.flat_means[self.flat_rows + arms]
         if self.rewards == "bernoulli":
             return (self.block[i] < mean).astype(float)
@@ -420,24 +426,31 @@ def _play(policy: Policy, pay, horizon: int, num_runs: int, num_arms: int, rng: 
 
 
 def simulate(policy: Policy, means, horizon: int, *, num_runs: int | None = None, rewards: str = "bernoulli",
-             sd: float = 1.0, seed: int = 0, times=None) -> BanditRun:
+             sd: float = 1.0, seed: int = 0, times=None, groups: int = 1) -> BanditRun:
     """Run ``policy`` on stochastic arms for ``horizon`` rounds in many runs at once (Chapter 11).
 
     ``means`` has shape (arms,) with ``num_runs`` given, or (runs, arms) to
     give each run its own arms. ``rewards`` is "bernoulli" (means in [0, 1])
     or "gaussian" (standard deviation ``sd``). Regret is recorded at
     ``times`` (by default about 250 rounds spread evenly and geometrically).
+    The reward tables depend on ``seed`` and the number of runs only, so
+    simulations with the same seed compare policies on common random
+    numbers; ``groups`` splits the runs into consecutive groups (of settings
+    given per run) that read the same tables as a simulation of one group.
     """
     rewards = check_choice("rewards", rewards, ("bernoulli", "gaussian"))
     means = _means(means, num_runs, bernoulli=rewards == "bernoulli")
     horizon = check_int("horizon", horizon, minimum=1)
     sd = check_float("sd", sd, low=0.0)
     times = _record_times(times, horizon)
+    groups = check_int("groups", groups, minimum=1)
+    if len(means) % groups:
+        raise ValueError(f"{len(means)} runs do not split into {groups} equal groups")
     if isinstance(policy, ThompsonSampling) and rewards != "bernoulli":
         raise ValueError("ThompsonSampling has Beta posteriors for 0/1 rewards: use rewards='bernoulli'")
     environment, own = _streams(seed)
-    pulls_at, total_at = _play(policy, _RewardTable(means, rewards, sd, environment), horizon, *means.shape,
-                               own, times)
+    pulls_at, total_at = _play(policy, _RewardTable(means, rewards, sd, environment, groups), horizon,
+                               *means.shape, own, times)
     best = means.max(axis=1)
     pseudo = ((best[:, None] - means)[None] * pulls_at).sum(axis=2)  # sum_k Delta_k T_k(t)
     realized = times[:, None] * best[None] - total_at

@@ -178,6 +178,16 @@ def test_simulator_bookkeeping_and_common_random_numbers():
     assert np.array_equal(again.realized_regret, runs[2].realized_regret)
 
 
+def test_groups_read_the_tables_of_a_separate_simulation():
+    grouped = bandits.simulate(AlwaysArm(1), MEANS, 300, num_runs=40, seed=5, groups=2, times=[300])
+    alone = bandits.simulate(AlwaysArm(1), MEANS, 300, num_runs=20, seed=5, times=[300])
+    first, second = grouped.split(2)
+    assert np.array_equal(first.realized_regret, alone.realized_regret)
+    assert np.array_equal(second.realized_regret, alone.realized_regret)
+    with pytest.raises(ValueError, match="equal groups"):
+        bandits.simulate(AlwaysArm(1), MEANS, 10, num_runs=5, groups=2)
+
+
 def test_pseudo_and_realized_regret_agree_on_average():
     run = bandits.simulate(bandits.UCB(2.0), MEANS, 3000, num_runs=300, seed=0)
     gap = abs(run.mean()[-1] - run.mean(realized=True)[-1])
