@@ -347,9 +347,10 @@ class NodeRun(NamedTuple):
 
     model: GCN
     losses: np.ndarray          # (epochs,) training loss on the labelled nodes
-    accuracies: np.ndarray      # (epochs,) accuracy on all nodes
-    snapshot_epochs: tuple      # epochs at which the last hidden layer was recorded (0 = before training)
-    snapshots: tuple            # (n, hidden) arrays, one per snapshot epoch
+    accuracies: np.ndarray      # (epochs,) accuracy on all nodes before each update
+    snapshot_epochs: tuple      # epochs at which the network was recorded (0 = before training)
+    snapshots: tuple            # the last hidden layer, an (n, hidden) array per snapshot epoch
+    snapshot_predictions: tuple # the predicted classes, an (n,) array per snapshot epoch
     predictions: torch.Tensor   # (n,) predicted classes after training
 
 
@@ -373,13 +374,15 @@ def train_node_classifier(A, X, y, labelled, *, widths, epochs: int = 200, lr: f
                             for e in snapshot_epochs)
     model = GCN(widths, seed=seed, dtype=X.dtype, device=X.device)
     A_hat = gcn_propagation(A.to(X.dtype), sparse=sparse)
+    # foreach: one fused update for all layers instead of a Python loop over them (deep GCNs have many).
     optimizer = torch.optim.Adam(model.parameters(), lr=check_float("lr", lr, low=0.0, low_open=True),
-                                 weight_decay=check_float("weight_decay", weight_decay, low=0.0))
+                                 weight_decay=check_float("weight_decay", weight_decay, low=0.0), foreach=True)
     losses, accuracies, snapshots = [], [], {}
 
     def record(epoch, logits, hidden):
         if epoch in snapshot_epochs:
-            snapshots[epoch] = (hidden[-1] if hidden else logits).detach().cpu().numpy()
+            snapshots[epoch] = ((hidden[-1] if hidden else logits).detach().cpu().numpy(),
+                                logits.argmax(dim=1).cpu().numpy())
 
     for epoch in range(epochs):
         logits, hidden = model(X, A_hat, return_hidden=True)
@@ -394,7 +397,8 @@ def train_node_classifier(A, X, y, labelled, *, widths, epochs: int = 200, lr: f
         logits, hidden = model(X, A_hat, return_hidden=True)
     record(epochs, logits, hidden)
     return NodeRun(model, np.array(losses), np.array(accuracies), snapshot_epochs,
-                   tuple(snapshots[e] for e in snapshot_epochs), logits.argmax(dim=1))
+                   tuple(snapshots[e][0] for e in snapshot_epochs), tuple(snapshots[e][1] for e in snapshot_epochs),
+                   logits.argmax(dim=1))
 
 
 def receptive_field(model: GCN, X, A) -> torch.Tensor:
