@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-from torch.func import jacrev, vmap
+from torch.autograd.functional import jacobian
 
 from . import recurrent
 from .validation import as_tensor, check_choice, check_float, check_int, describe
@@ -82,12 +82,12 @@ def step_jacobians(rec: Recurrence, *, method: str = "closed") -> torch.Tensor:
     """The per-step Jacobians J_t = ∂h_t/∂h_{t-1}, t = 1..T, as a (T, n, n) tensor (Chapter 6).
 
     ``method="closed"`` evaluates diag φ'(a_t) U; ``method="autograd"``
-    differentiates :func:`step` with ``torch.func.jacrev``, vectorised over t.
+    differentiates :func:`step` at each h_{t-1} with ``torch.autograd.functional.jacobian``.
     """
     check_choice("method", method, ("closed", "autograd"))
     hs = states(rec)
     if method == "autograd":
-        return vmap(jacrev(lambda h, x: step(rec, h, x)))(hs[:-1], rec.X)
+        return torch.stack([jacobian(lambda h: step(rec, h, x), h_prev) for h_prev, x in zip(hs[:-1], rec.X)])
     pre_activations = hs[:-1] @ rec.U.T + rec.X @ rec.V.T  # (T, n): a_t = U h_{t-1} + V x_t
     return _phi_prime(rec.nonlinearity, pre_activations)[:, :, None] * rec.U
 
@@ -107,29 +107,28 @@ def jacobian_norms(rec: Recurrence, *, method: str = "closed") -> torch.Tensor:
 
 
 def state_jacobian_norms(step_fn, h0, X) -> torch.Tensor:
-    """‖∂h_t/∂h_0‖₂ for t = 1..T of any recurrence h_t = step_fn(h_{t-1}, x_t), by torch.func.jacrev (Chapter 6).
+    """‖∂h_t/∂h_0‖₂ for t = 1..T of any recurrence h_t = step_fn(h_{t-1}, x_t), by autograd (Chapter 6).
 
     ``step_fn`` maps a state (n,) and an input (m,) to the next state (n,);
     X is (T, m). Used for cells other than Elman's, e.g. the antisymmetric RNN.
+    (``torch.autograd.functional.jacobian`` rather than ``torch.func``: the
+    first call of the latter costs seconds of set-up, more than this work.)
     """
     if not callable(step_fn):
         raise TypeError(f"step_fn must be a function of (h, x), got {describe(step_fn)}")
     h0 = as_tensor("h0", h0, ndim=1, floating=True)
     X = as_tensor("X", X, ndim=2, floating=True)
-    hs = [h0]
+    products, current, h = [], torch.eye(len(h0), dtype=h0.dtype, device=h0.device), h0
     for x in X:
-        hs.append(step_fn(hs[-1], x))
-    jacobians = vmap(jacrev(step_fn))(torch.stack(hs[:-1]), X)  # (T, n, n)
-    products, current = [], torch.eye(len(h0), dtype=h0.dtype, device=h0.device)
-    for J in jacobians:
-        current = J @ current
+        current = jacobian(lambda state: step_fn(state, x), h) @ current  # J_t (J_{t-1} ... J_1)
         products.append(current)
+        h = step_fn(h, x).detach()
     return torch.linalg.matrix_norm(torch.stack(products), ord=2)
 
 
 def end_to_end_jacobian(rec: Recurrence) -> torch.Tensor:
     """∂h_T/∂h_0 by autograd through the whole unrolled recurrence (Chapter 6)."""
-    return jacrev(lambda h0: states(rec._replace(h0=h0))[-1])(rec.h0)
+    return jacobian(lambda h0: states(rec._replace(h0=h0))[-1], rec.h0)
 
 
 # ---------------------------------------------------------------------------

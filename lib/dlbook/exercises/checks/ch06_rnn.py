@@ -3,7 +3,7 @@ a GRU step, the long-run growth rate of a linear recurrence's gradient, and a pa
 recurrences with matrix coefficients.
 
 Expected values come from independent code: torch's own LSTMCell and GRUCell (built without their
-random initialisation, then given the case's weights) differentiated with torch.func, NumPy loops
+random initialisation, then given the case's weights) differentiated with torch.autograd, NumPy loops
 and repeated squaring in float64. Nothing calls dlbook.recurrent, dlbook.bptt or dlbook.scan, so a
 bug there cannot make a wrong answer pass. The student's functions receive tensors only.
 """
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import torch
-from torch.func import functional_call, jacrev, vmap
+from torch.autograd.functional import jacobian
 
 from ..core import Mismatch, as_array, as_float, describe, exercise, expect
 
@@ -114,14 +114,10 @@ def check_lstm_step(lstm_step, cases):
 # ---------------------------------------------------------------------------
 
 def _gru_jacobian_reference(weights, x, h) -> np.ndarray:
-    """∂h'/∂h of torch.nn.GRUCell for every batch row, by torch.func: (B, H, H)."""
+    """∂h'/∂h of torch.nn.GRUCell for every batch row, by torch.autograd: (B, H, H)."""
     cell = _torch_cell(torch.nn.GRUCell, weights)
-    params = dict(cell.named_parameters())
-
-    def step(h_row, x_row):
-        return functional_call(cell, params, (x_row[None], h_row[None]))[0]
-
-    return vmap(jacrev(step))(h, x).detach().numpy()
+    rows = [jacobian(lambda h_row: cell(x_row[None], h_row[None])[0], h_row) for x_row, h_row in zip(x, h)]
+    return torch.stack(rows).detach().numpy()
 
 
 def _gru_cases():
@@ -150,7 +146,7 @@ def _gru_cases():
           hint="differentiate h' = (1 - z) n + z h by the product rule: three terms, through z, through n "
                "(and inside n through r and the product W_hn h + b_hn), and the direct one, diag(z).")
 def check_gru_jacobian(gru_jacobian, cases):
-    """Against torch.func.jacrev through torch.nn.GRUCell, including open, closed and saturated gates."""
+    """Against torch.autograd through torch.nn.GRUCell, including open, closed and saturated gates."""
     for label, weights, x, h in _gru_cases():
         batch, hidden = h.shape
         with cases.case(f"gru_jacobian(x, h, ...) with {label}"):
