@@ -10,6 +10,7 @@ temperature.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -38,10 +39,18 @@ def pydoc_topics_text() -> str:
 
 
 def load_corpus() -> str:
-    """The frozen 200,000-character slice of the pydoc topics (Chapter 6)."""
-    if not CORPUS_PATH.exists():
-        raise FileNotFoundError(f"the corpus file {CORPUS_PATH} is missing: reinstall dlbook with its data files")
-    return CORPUS_PATH.read_text(encoding="utf-8")
+    """The frozen 200,000-character slice of the pydoc topics (Chapter 6).
+
+    If the file is missing (an installation without dlbook's data files), the
+    same slice is cut from the running Python's topics, with a warning: the
+    text then differs a little from the book's.
+    """
+    if CORPUS_PATH.exists():
+        return CORPUS_PATH.read_text(encoding="utf-8")
+    warnings.warn(f"the corpus file {CORPUS_PATH} is missing (install dlbook with its data files); using the first "
+                  f"{CORPUS_LENGTH:,} characters of this Python's help topics, which differ between versions",
+                  stacklevel=2)
+    return pydoc_topics_text()[:CORPUS_LENGTH]
 
 
 @dataclass(frozen=True)

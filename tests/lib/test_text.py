@@ -18,6 +18,13 @@ def test_the_frozen_corpus_has_its_length_and_alphabet(corpus):
     assert len(text.vocabulary(corpus)) == 100
 
 
+def test_a_missing_corpus_file_falls_back_to_this_pythons_topics(monkeypatch, tmp_path):
+    monkeypatch.setattr(text, "CORPUS_PATH", tmp_path / "missing.txt")
+    with pytest.warns(UserWarning, match="missing"):
+        fallback = text.load_corpus()
+    assert len(fallback) == text.CORPUS_LENGTH and fallback == text.pydoc_topics_text()[:text.CORPUS_LENGTH]
+
+
 @pytest.mark.skipif(sys.version_info[:3] != (3, 11, 7), reason="the help topics change between Python versions")
 def test_the_corpus_is_the_start_of_this_pythons_help_topics(corpus):
     full = text.pydoc_topics_text()
