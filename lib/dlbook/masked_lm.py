@@ -21,8 +21,8 @@ import torch.nn.functional as F
 
 from . import train
 from .runtime import generator
-from .transformer import TokenTransformer
-from .validation import as_tensor, check_device, check_float, check_int, describe
+from .transformer import POSITIONS, TokenTransformer
+from .validation import as_tensor, check_choice, check_device, check_float, check_int, describe
 
 #: Special tokens, in front of the characters in every vocabulary here.
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[MASK]")
@@ -143,6 +143,7 @@ class MaskedLMRun:
     """A masked character model trained on the first ``train_chars`` characters, tested on the next ones."""
 
     length: int = 32
+    positions: str = "sinusoidal"
     dim: int = 64
     ff_dim: int = 128
     num_layers: int = 2
@@ -161,6 +162,7 @@ class MaskedLMRun:
                      "test_chars", "num_test"):
             check_int(name, getattr(self, name), minimum=1)
         check_float("lr", self.lr, low=0.0, low_open=True)
+        check_choice("positions", self.positions, POSITIONS)
 
 
 class MaskedLMResult(NamedTuple):
@@ -192,7 +194,7 @@ def train_masked_lm(config: MaskedLMRun) -> MaskedLMResult:
     train_windows = text_windows(ids[:c.train_chars], c.length, c.steps * c.batch_size, cls_id=cls_id, seed=c.seed)
     masking = bert_mask(train_windows, **rule, seed=c.seed)
     model = TokenTransformer(len(vocabulary), len(vocabulary), dim=c.dim, num_heads=c.num_heads, ff_dim=c.ff_dim,
-                             num_layers=c.num_layers, max_length=c.length + 1, positions="learned",
+                             num_layers=c.num_layers, max_length=c.length + 1, positions=c.positions,
                              seed=c.seed, device=c.device)
     history = train.fit(model, masked_lm_loss, torch.optim.Adam(model.parameters(), lr=c.lr),
                         (masking.inputs, train_windows, masking.selected), epochs=1, batch_size=c.batch_size,

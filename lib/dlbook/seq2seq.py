@@ -96,8 +96,12 @@ class RecurrentSeq2Seq(nn.Module):
         self.readout = nn.Linear(H + 2 * H + E, self.num_symbols, **kwargs)
         initialize(self, seed)
 
-    def run(self, pairs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Logits (B, T, V) and, with attention, the weights α (B, T_out, T_in)."""
+    def run(self, pairs, *, forced_weights=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits (B, T, V) and, with attention, the weights α (B, T_out, T_in).
+
+        ``forced_weights`` (B, T_out, T_in) replaces the computed α: an intervention that asks
+        how the model does when it must read the annotations where it is told to.
+        """
         pairs = as_tensor("pairs", pairs, ndim=3)
         if pairs.shape[1] != 2 or pairs.is_floating_point():
             raise ValueError(f"pairs must be integer tokens of shape (B, 2, T), got {describe(pairs)}")
@@ -117,8 +121,12 @@ class RecurrentSeq2Seq(nn.Module):
         states, _ = self.decoder(torch.cat((previous, fixed), dim=-1), s0)       # (B, T, H): s_1, ..., s_T
         if self.attention is None:
             context, weights = fixed, None
-        else:
+        elif forced_weights is None:
             context, weights = self.attention(states, annotations)               # (B, T, 2H), (B, T, T)
+        else:
+            weights = as_tensor("forced_weights", forced_weights, shape=(len(source), steps, source.shape[1]),
+                                floating=True)
+            context = weights @ annotations
         return self.readout(torch.cat((states, context, previous), dim=-1)), weights
 
     def forward(self, pairs) -> torch.Tensor:

@@ -24,7 +24,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from . import train
 from .attention import MultiHeadAttention
+from .data import load_digits
 from .runtime import generator
 from .validation import (
     as_tensor,
@@ -141,15 +143,20 @@ class DecoderBlock(nn.Module):
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(dim, dtype=dtype, device=device) for _ in range(3))
         self.feedforward = _feedforward(dim, ff_dim, dtype, device)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, *, memory_mask=None) -> torch.Tensor:
+    def attend(self, y: torch.Tensor, memory: torch.Tensor, *, memory_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block's output and its cross-attention weights, (B, h, T_y, T_memory)."""
         if self.norm_first:
-            h = self.norm1(y)
-            y = y + self.self_attention(h, causal=True)
-            y = y + self.cross_attention(self.norm2(y), memory, mask=memory_mask)
-            return y + self.feedforward(self.norm3(y))
+            y = y + self.self_attention(self.norm1(y), causal=True)
+            cross = self.cross_attention.attend(self.norm2(y), memory, mask=memory_mask)
+            y = y + cross.output
+            return y + self.feedforward(self.norm3(y)), cross.weights
         y = self.norm1(y + self.self_attention(y, causal=True))
-        y = self.norm2(y + self.cross_attention(y, memory, mask=memory_mask))
-        return self.norm3(y + self.feedforward(y))
+        cross = self.cross_attention.attend(y, memory, mask=memory_mask)
+        y = self.norm2(y + cross.output)
+        return self.norm3(y + self.feedforward(y)), cross.weights
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, *, memory_mask=None) -> torch.Tensor:
+        return self.attend(y, memory, memory_mask=memory_mask)[0]
 
 
 #: torch's parameter names -> ours, for the layers block_from_torch reads.
@@ -331,7 +338,8 @@ class Seq2SeqTransformer(nn.Module):
         self.head = nn.Linear(dim, self.num_symbols, dtype=dtype, device=device)
         initialize(self, seed)
 
-    def forward(self, pairs) -> torch.Tensor:
+    def run(self, pairs) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Logits (B, T, V) and every decoder layer's cross-attention weights, (B, h, T, T) each."""
         pairs = as_tensor("pairs", pairs, ndim=3)
         if pairs.shape[1] != 2:
             raise ValueError(f"pairs must have shape (B, 2, T): source and decoder input, got {describe(pairs)}")
@@ -342,9 +350,14 @@ class Seq2SeqTransformer(nn.Module):
             memory = block(memory)
         memory = self.encoder_norm(memory)
         y = self.position(self.target_embedding(target_in))
+        cross_weights = []
         for block in self.decoder:
-            y = block(y, memory)
-        return self.head(self.decoder_norm(y))
+            y, weights = block.attend(y, memory)
+            cross_weights.append(weights)
+        return self.head(self.decoder_norm(y)), cross_weights
+
+    def forward(self, pairs) -> torch.Tensor:
+        return self.run(pairs)[0]
 
 
 def patchify(images, patch_size: int) -> torch.Tensor:
@@ -403,6 +416,49 @@ class VisionTransformer(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x[:, 0]))
+
+
+@dataclass(frozen=True)
+class VisionRun:
+    """A small vision transformer trained on scikit-learn's 8 x 8 digits (every setting that changes the run)."""
+
+    patch_size: int = 2
+    positions: str = "learned"
+    dim: int = 32
+    ff_dim: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    epochs: int = 15
+    batch_size: int = 64
+    lr: float = 3e-3
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self):
+        check_choice("positions", self.positions, ("none", "learned"))
+        for name in ("patch_size", "dim", "ff_dim", "num_layers", "num_heads", "epochs", "batch_size"):
+            check_int(name, getattr(self, name), minimum=1)
+        check_float("lr", self.lr, low=0.0, low_open=True)
+
+
+class VisionResult(NamedTuple):
+    """The trained model, its test accuracy and the per-epoch training loss."""
+
+    model: VisionTransformer
+    test_accuracy: float
+    history: train.History
+
+
+@train.cached
+def train_vision_transformer(config: VisionRun) -> VisionResult:
+    """Train a :class:`VisionTransformer` on the bundled digits with Adam; test accuracy (Chapter 7)."""
+    c = config
+    digits = load_digits(device=c.device, flatten=False)
+    model = VisionTransformer(patch_size=c.patch_size, positions=c.positions, dim=c.dim, ff_dim=c.ff_dim,
+                              num_layers=c.num_layers, num_heads=c.num_heads, seed=c.seed, device=c.device)
+    history = train.fit(model, nn.functional.cross_entropy, torch.optim.Adam(model.parameters(), lr=c.lr),
+                        (digits.X_train, digits.y_train), epochs=c.epochs, batch_size=c.batch_size, seed=c.seed)
+    return VisionResult(model.eval(), train.evaluate(model, digits.X_test, digits.y_test)["accuracy"], history)
 
 
 # ---------------------------------------------------------------------------
