@@ -152,6 +152,26 @@ def output_size(n: int, kernel_size: int, *, padding: int = 0, stride: int = 1, 
     return (n + 2 * padding - span) // stride + 1
 
 
+def receptive_field(kernel_sizes, strides=None, dilations=None) -> int:
+    """Side of the input window one output pixel of a stack of layers depends on (Chapter 5).
+
+    r = 1 + Σ_l d_l (k_l - 1) Π_{j<l} s_j: each layer widens the window by its
+    dilated kernel span, measured in input pixels, i.e. times the product of the
+    strides below it. L stride-1 layers of size k give L (k - 1) + 1.
+    """
+    kernel_sizes = check_ints("kernel_sizes", kernel_sizes, minimum=1)
+    strides = [1] * len(kernel_sizes) if strides is None else check_ints("strides", strides, minimum=1)
+    dilations = [1] * len(kernel_sizes) if dilations is None else check_ints("dilations", dilations, minimum=1)
+    if not len(kernel_sizes) == len(strides) == len(dilations):
+        raise ValueError(f"kernel_sizes, strides and dilations must have the same length, got "
+                         f"{len(kernel_sizes)}, {len(strides)} and {len(dilations)}")
+    field, jump = 1, 1
+    for k, s, d in zip(kernel_sizes, strides, dilations):
+        field += d * (k - 1) * jump
+        jump *= s
+    return field
+
+
 def _pair(name: str, value, minimum: int) -> tuple[int, int]:
     if isinstance(value, (tuple, list)):
         values = check_ints(name, value, minimum=minimum, min_length=2)

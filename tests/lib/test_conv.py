@@ -98,6 +98,22 @@ def test_output_size_of_the_sources_examples():
         conv.output_size(2, 5)
 
 
+@pytest.mark.parametrize("layers", [[(3, 1, 1)] * 3, [(3, 2, 1), (3, 1, 1)], [(5, 2, 1), (3, 2, 2), (3, 1, 3)],
+                                    [(1, 1, 1)], [(2, 3, 1), (4, 1, 1)]])
+def test_receptive_field_equals_the_support_of_a_gradient(layers):
+    kernels, strides, dilations = zip(*layers)
+    x = torch.zeros(1, 1, 80, 80, dtype=torch.float64, requires_grad=True)
+    h = x
+    for k, s, d in layers:
+        h = F.conv2d(h, torch.ones(1, 1, k, k, dtype=torch.float64), stride=s, dilation=d)
+    centre = h.shape[-1] // 2
+    (grad,) = torch.autograd.grad(h[0, 0, centre, centre], x)
+    rows = grad[0, 0].abs().sum(dim=1).nonzero()
+    assert conv.receptive_field(kernels, strides, dilations) == rows.max().item() - rows.min().item() + 1
+    with pytest.raises(ValueError, match="same length"):
+        conv.receptive_field(kernels, strides[:-1] + (1, 1), dilations)
+
+
 SETTINGS = [dict(), dict(stride=2, padding=1), dict(stride=(2, 1), padding=(2, 0), dilation=(1, 2)),
             dict(padding=3, dilation=3), dict(stride=3)]
 

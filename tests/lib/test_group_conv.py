@@ -94,6 +94,7 @@ def test_p4_cnn_is_rotation_invariant_and_has_the_planned_size():
     x = _randn(4, 1, 8, 8)
     assert equivariance.invariance_error(model, _rotate_input, x) < 1e-13
     assert nets.num_parameters(group_conv.rotation_model("cnn")) == 7_450
+    assert nets.num_parameters(group_conv.rotation_model("p4")) == 7_186
 
 
 def test_p4_layers_are_seeded_and_leave_the_global_stream_alone():
