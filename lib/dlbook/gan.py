@@ -217,13 +217,11 @@ class MLPStack(nn.Module):
     entry, so training the stack on the sum of the members' losses trains each
     member exactly as it would train alone.
 
-    ``lr_scales`` gives member s the learning rate lr * lr_scales[s]: its weights
-    are stored divided by the scale and multiplied by it in the forward pass. The
-    gradient of the stored weights is then the scale times the real gradient, and
-    Adam and RMSProp, which divide by the gradient's running size, take steps of
-    the same size as before, so the real weights move lr_scales[s] times as far
-    (exactly, up to the optimizer's eps). Weight clipping acts on the stored
-    weights, so clip only stacks without scales.
+    ``lr_scales`` gives member s the learning rate lr * lr_scales[s]: train with
+    :meth:`step` instead of ``optimizer.step()``, which scales each member's
+    update after the optimizer has made it. SGD (with or without momentum),
+    RMSProp and Adam all take steps proportional to their learning rate, so the
+    result is exactly the optimizer with that member's learning rate.
     """
 
     def __init__(self, widths, seeds, *, activation: str = "relu", lr_scales=None,
@@ -240,21 +238,27 @@ class MLPStack(nn.Module):
         self._scaled = lr_scales is not None
         self.register_buffer("lr_scales", torch.tensor(scales, dtype=dtype, device=device)[:, None, None])
         # Stored as (S, fan_in, fan_out) so that a layer is baddbmm(b, h, W).
-        self.weights = nn.ParameterList(nn.Parameter(torch.stack([m[i].W.T for m in members]) / self.lr_scales)
+        self.weights = nn.ParameterList(nn.Parameter(torch.stack([m[i].W.T for m in members]))
                                         for i in range(len(self.widths) - 1))
-        self.biases = nn.ParameterList(nn.Parameter(torch.stack([m[i].b for m in members])[:, None, :]
-                                                    / self.lr_scales) for i in range(len(self.widths) - 1))
+        self.biases = nn.ParameterList(nn.Parameter(torch.stack([m[i].b for m in members])[:, None, :])
+                                       for i in range(len(self.widths) - 1))
         self._act = nets.ACTIVATIONS[activation]()
 
     @property
     def num_members(self) -> int:
         return len(self.seeds)
 
-    def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The real weights (S, fan_in, fan_out) and biases (S, 1, fan_out) of every layer."""
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """``optimizer.step()``, with member s's update multiplied by ``lr_scales[s]``."""
         if not self._scaled:
-            return list(zip(self.weights, self.biases))
-        return [(W * self.lr_scales, b * self.lr_scales) for W, b in zip(self.weights, self.biases)]
+            optimizer.step()
+            return
+        params = list(self.parameters())
+        before = [p.detach().clone() for p in params]
+        optimizer.step()
+        with torch.no_grad():
+            for param, old in zip(params, before):
+                param.sub_(old).mul_(self.lr_scales).add_(old)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 2:
@@ -263,10 +267,9 @@ class MLPStack(nn.Module):
             raise ValueError(f"x must have shape ({self.num_members}, batch, {self.widths[0]}) or "
                              f"(batch, {self.widths[0]}), got {describe(x)}")
         h = x
-        layers = self.layers()
-        for index, (W, b) in enumerate(layers):
+        for index, (W, b) in enumerate(zip(self.weights, self.biases)):
             h = torch.baddbmm(b, h, W)  # (S, batch, fan_out)
-            if index < len(layers) - 1:
+            if index < len(self.weights) - 1:
                 h = self._act(h)
         return h
 
@@ -274,7 +277,7 @@ class MLPStack(nn.Module):
         """A copy of member ``index`` as an ordinary nn.Sequential (nets.from_layers)."""
         index = check_int("index", index, minimum=0, maximum=self.num_members - 1)
         return nets.from_layers([(W[index].detach().T.clone(), b[index, 0].detach().clone())
-                                 for W, b in self.layers()], activation=self.activation)
+                                 for W, b in zip(self.weights, self.biases)], activation=self.activation)
 
     @torch.no_grad()
     def zero_output_(self) -> MLPStack:
@@ -424,9 +427,7 @@ def _check_run(config: RingRun) -> None:
     if not (set(losses) <= set(STANDARD_GAME) or len(losses) == 1):
         raise ValueError(f"losses must be standard-game losses {list(STANDARD_GAME)} or one Wasserstein loss, "
                          f"got {list(losses)}")
-    lrs = check_sequence("lrs", config.lrs, check_float, low=0.0, low_open=True)
-    if losses == ["wgan_clip"] and len(lrs) > 1:
-        raise ValueError("wgan_clip clips the stored weights, so it takes one learning rate")
+    check_sequence("lrs", config.lrs, check_float, low=0.0, low_open=True)
     check_sequence("seeds", config.seeds, check_int, minimum=0)
     for name in ("steps", "batch_size", "critic_steps", "num_modes", "hidden", "noise_dim", "snapshot_every",
                  "num_samples", "num_eval_points"):
@@ -440,17 +441,31 @@ def _check_run(config: RingRun) -> None:
                          f"{config.num_samples}")
 
 
-def _with_labels(x: torch.Tensor, y: torch.Tensor | None, num_modes: int) -> torch.Tensor:
-    if y is None:
-        return x
-    return torch.cat([x, F.one_hot(y, num_modes).to(x)], dim=-1)
-
-
 def _optimizer(config: RingRun, stack: MLPStack):
     if config.losses[0] == "wgan_clip":
         return torch.optim.RMSprop(stack.parameters(), lr=config.lrs[0])
     betas = (0.0, 0.9) if config.losses[0] == "wgan_gp" else (0.5, 0.999)
     return torch.optim.Adam(stack.parameters(), lr=config.lrs[0], betas=betas)
+
+
+def penalised_critic_loss(critic, real, fake, *, weight: float = 10.0,
+                          generator: torch.Generator | None = None) -> torch.Tensor:
+    """WGAN-GP's critic loss mean f(fake) - mean f(real) + gradient penalty, in one pass (Chapter 10).
+
+    The same value as ``-wasserstein_estimate(critic(real), critic(fake)) +
+    gradient_penalty(critic, real, fake, ...)`` (with the same generator state),
+    but the critic sees real, generated and interpolated points as one batch, so
+    each layer is one matrix product instead of three. ``critic`` must treat the
+    rows of its input independently.
+    """
+    real, fake = real.detach(), fake.detach()
+    n = real.shape[-2]
+    mix = torch.rand((*real.shape[:-1], 1), generator=generator, dtype=torch.float64).to(real)
+    x_hat = (mix * real + (1 - mix) * fake).requires_grad_(True)
+    scores = critic(torch.cat([real, fake, x_hat], dim=-2))
+    (grad,) = torch.autograd.grad(scores[..., 2 * n:, :].sum(), x_hat, create_graph=True)
+    gap = wasserstein_estimate(scores[..., :n, :], scores[..., n:2 * n, :])
+    return -gap + weight * (grad.norm(dim=-1) - 1).pow(2).mean(-1)
 
 
 def train_ring_gan(config: RingRun) -> RingResult:
@@ -469,7 +484,7 @@ def train_ring_gan(config: RingRun) -> RingResult:
     _check_run(config)
     device = check_device("device", config.device)
     members = config.members
-    S, K, seed0 = len(members), config.num_modes, config.seeds[0]
+    S, K, B, seed0 = len(members), config.num_modes, config.batch_size, config.seeds[0]
     label_width = K if config.conditional else 0
     scales = [lr / config.lrs[0] for _, lr, _ in members] if len(config.lrs) > 1 else None
     G = MLPStack((config.noise_dim + label_width, config.hidden, config.hidden, 2), [s for *_, s in members],
@@ -484,52 +499,51 @@ def train_ring_gan(config: RingRun) -> RingResult:
     fixed_noise = torch.randn(config.num_samples, config.noise_dim, generator=evaluation).to(device)
     fixed_labels = torch.arange(config.num_samples) % K
     ring = dict(num_modes=K, radius=config.radius, std=config.std, device=device)
+    real_eval = ring_of_gaussians((S, config.num_eval_points), generator=make_generator(seed0 * 7919 + 3), **ring)
 
-    def draw(batch):
-        real = ring_of_gaussians((S, batch), generator=rng, **ring)
-        noise = torch.randn(S, batch, config.noise_dim, generator=rng).to(device)
-        return real.X, (real.y if config.conditional else None), noise
-
-    def critic(x, labels):
-        return D(_with_labels(x, labels, K))
-
-    def generate(noise, labels):
-        return G(_with_labels(noise, labels, K))
+    def labelled(x, labels):
+        return x if labels is None else torch.cat([x, F.one_hot(labels, K).to(x)], dim=-1)
 
     snapshots: dict[str, list] = {"steps": [], "samples": [], "gap": []}
-    real_eval = ring_of_gaussians((S, config.num_eval_points), generator=make_generator(seed0 * 7919 + 3), **ring)
 
     def snapshot(step):
         n = config.num_eval_points
         with torch.no_grad():
             labels = fixed_labels.to(device).expand(S, -1) if config.conditional else None
-            samples = generate(fixed_noise.expand(S, -1, -1), labels)
-            gap = wasserstein_estimate(critic(real_eval.X, real_eval.y if config.conditional else None),
-                                       critic(samples[:, :n], None if labels is None else labels[:, :n]))
+            samples = G(labelled(fixed_noise.expand(S, -1, -1), labels))
+            gap = wasserstein_estimate(D(labelled(real_eval.X, real_eval.y if config.conditional else None)),
+                                       D(labelled(samples[:, :n], None if labels is None else labels[:, :n])))
         snapshots["steps"].append(step)
         snapshots["samples"].append(samples.cpu())
         snapshots["gap"].append(gap.cpu())
 
     snapshot(0)
     for step in range(1, config.steps + 1):
-        for _ in range(config.critic_steps):
-            real, labels, noise = draw(config.batch_size)
+        # One draw per generator step: real points and noise for every critic step and the generator step.
+        real = ring_of_gaussians((config.critic_steps + 1, S, B), generator=rng, **ring)
+        noise = torch.randn(config.critic_steps + 1, S, B, config.noise_dim, generator=rng).to(device)
+        all_labels = real.y if config.conditional else None
+        for k in range(config.critic_steps):
+            labels = None if all_labels is None else all_labels[k]
             with torch.no_grad():
-                fake = generate(noise, labels)
-            if not wasserstein:
-                loss = discriminator_loss(critic(real, labels), critic(fake, labels))
+                fake = G(labelled(noise[k], labels))
+            if not wasserstein:  # real and generated points through the discriminator as one batch
+                logits = D(labelled(torch.cat([real.X[k], fake], dim=1),
+                                    None if labels is None else torch.cat([labels, labels], dim=1)))
+                loss = discriminator_loss(logits[:, :B], logits[:, B:])
+            elif config.losses[0] == "wgan_gp":
+                both = None if labels is None else torch.cat([labels, labels, labels], dim=1)
+                loss = penalised_critic_loss(lambda x: D(labelled(x, both)), real.X[k], fake,
+                                             weight=config.penalty, generator=rng)
             else:
-                loss = -wasserstein_estimate(critic(real, labels), critic(fake, labels))
-                if config.losses[0] == "wgan_gp":
-                    loss = loss + gradient_penalty(lambda x: critic(x, labels), real, fake,
-                                                   weight=config.penalty, generator=rng)
+                loss = -wasserstein_estimate(D(labelled(real.X[k], labels)), D(labelled(fake, labels)))
             opt_D.zero_grad()
             loss.sum().backward()
-            opt_D.step()
+            D.step(opt_D)
             if config.losses[0] == "wgan_clip":
                 clip_weights_(D, config.clip)
-        _, labels, noise = draw(config.batch_size)
-        scores = critic(generate(noise, labels), labels)
+        labels = None if all_labels is None else all_labels[-1]
+        scores = D(labelled(G(labelled(noise[-1], labels)), labels))
         if wasserstein:
             g_loss = generator_loss(scores, "wasserstein")
         else:
@@ -537,7 +551,7 @@ def train_ring_gan(config: RingRun) -> RingResult:
                                  generator_loss(scores, "non_saturating"))
         opt_G.zero_grad()
         g_loss.sum().backward()
-        opt_G.step()
+        G.step(opt_G)
         if step % config.snapshot_every == 0 or step == config.steps:
             snapshot(step)
     return RingResult(members=members, steps=snapshots["steps"], samples=torch.stack(snapshots["samples"]),
@@ -640,11 +654,12 @@ def train_critic(config: CriticRun) -> CriticResult:
     for _ in range(config.steps):
         real, fake = shifted_pair(config.setting, config.thetas, config.batch_size, generator=rng, device=device)
         if config.kind == "gan":
-            loss = discriminator_loss(critic(real), critic(fake))
+            logits = critic(torch.cat([real, fake], dim=1))
+            loss = discriminator_loss(logits[:, :config.batch_size], logits[:, config.batch_size:])
+        elif config.kind == "gp":
+            loss = penalised_critic_loss(critic, real, fake, weight=config.penalty, generator=rng)
         else:
             loss = -wasserstein_estimate(critic(real), critic(fake))
-            if config.kind == "gp":
-                loss = loss + gradient_penalty(critic, real, fake, weight=config.penalty, generator=rng)
         optimizer.zero_grad()
         loss.sum().backward()
         optimizer.step()
