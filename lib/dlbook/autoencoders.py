@@ -164,7 +164,7 @@ class AutoencoderRun:
 
     code_size: int
     hidden: int = 128
-    epochs: int = 40
+    epochs: int = 25
     batch_size: int = 128
     lr: float = 3e-3
     seed: int = 0

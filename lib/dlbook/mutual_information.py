@@ -65,7 +65,7 @@ class MineRun:
     """Settings of one MINE run on a bivariate Gaussian."""
 
     rho: float = 0.5
-    steps: int = 1000
+    steps: int = 400
     batch_size: int = 256
     width: int = 32
     lr: float = 1e-3
