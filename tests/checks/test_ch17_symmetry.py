@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from pathlib import Path
 
 import nbformat
@@ -13,7 +12,7 @@ import torch
 from dlbook import nets, sgd_noise, symmetry
 from dlbook.exercises import EXERCISES, run_check
 
-from exercise_contract import bad_types
+from exercise_contract import bad_types, outlast
 
 #: Fewest cases each check must run (tests/checks/test_contract.py).
 MIN_CASES = 5
@@ -253,7 +252,7 @@ def averaged_small_step_variance(curvature, noise_variance, lr, num_averaged):
 def averaged_right_but_slow(curvature, noise_variance, lr, num_averaged):
     """Stands for a loop over the lags, which takes minutes at 10^9 iterates."""
     if num_averaged > 10 ** 6:
-        time.sleep(1.2)
+        outlast(1.0)
     return averaged_iterate_variance(curvature, noise_variance, lr, num_averaged)
 
 

@@ -255,12 +255,14 @@ class Cases:
         self.failure: str | None = None
 
     @contextmanager
-    def case(self, label: str, *, time_limit: float | None = None, why: str = ""):
+    def case(self, label: str, *, time_limit: float | None = None, why: str = "", stretch: bool = True):
         """Run the body as one case named ``label``; any exception fails the case.
 
         With ``time_limit`` (seconds) the case also fails when the body takes
         longer; ``why`` completes the message (e.g. "the task asks for no loop
-        over the steps").
+        over the steps"). The limit stretches with ``machine_load_factor()``
+        unless ``stretch`` is False, for limits measured on the spot (see
+        ``seconds_taken``).
         """
         self.total += 1
         start = time.perf_counter()
@@ -276,12 +278,23 @@ class Cases:
             self.failure = f"case {label}: raised {_exception_text(err)}"
         else:
             seconds = time.perf_counter() - start
-            if time_limit is None or seconds <= time_limit * machine_load_factor():
+            if time_limit is None or seconds <= time_limit * (machine_load_factor() if stretch else 1.0):
                 self.passed += 1
                 return
             self.failure = (f"case {label}: took {seconds:.2f} s, more than the {time_limit:g} s "
                             f"allowed{'; ' + why if why else ''}")
         raise _StopChecking
+
+
+def seconds_taken(fn, *args, repeat: int = 2) -> float:
+    """The shortest of ``repeat`` wall-clock times of ``fn(*args)``: a reference time measured on the
+    spot, so that a time limit set as a multiple of it holds on fast and slow machines alike."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def machine_load_factor() -> float:
