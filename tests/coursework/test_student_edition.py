@@ -24,6 +24,7 @@ from dlbook.coursework.notebook import chapter_notebooks, exercise_cells, soluti
 from dlbook.coursework.student import (
     make_student_edition,
     student_book_notebook,
+    student_book_page,
     student_edition_problems,
     student_notebook,
     student_wording,
@@ -111,11 +112,12 @@ def test_everything_else_is_kept(editions):
     master, student, _ = editions
     assert [c.get("id") for c in student.cells] == [c.get("id") for c in master.cells]
     assert student.metadata == master.metadata
-    solution_ids = {ex.cell_id for ex in exercise_cells(master)}
+    exercise_ids = {ex.cell_id: ex.exercise_id for ex in exercise_cells(master)}
+    solution_ids = set(exercise_ids)
     for old, new in zip(master.cells, student.cells):
         assert new.cell_type == old.cell_type
         if old.id in solution_ids:
-            assert new.metadata["dlbook"] == old.metadata["dlbook"]
+            assert new.metadata["dlbook"] == {**old.metadata.get("dlbook", {}), "exercise": exercise_ids[old.id]}
             assert "solution" not in new.metadata.get("tags", [])
             assert "hide-input" not in new.metadata.get("tags", [])
             # the signature and docstring stay
@@ -199,6 +201,14 @@ def test_student_wording_replaces_what_is_false_for_students():
     text = "Run the check\n(the reference solution is folded away in the book: try first), then"
     assert "folded away" not in student_wording(text)
     assert student_wording("nothing to change") == "nothing to change"
+
+
+def test_student_book_page_has_no_link_to_the_instructors_page():
+    intro = (ROOT / "book" / "intro.md").read_text()
+    assert "{doc}`instructors`" in intro, "the intro links the instructors' page"
+    page = student_book_page(intro + "\nSee {doc}`the grader <instructors>`.\n")
+    assert "instructors`" not in page and "instructors>`" not in page
+    assert "the instructors' page of the full book" in page
 
 
 def _fixture_with(source_edit):

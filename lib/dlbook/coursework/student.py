@@ -71,6 +71,7 @@ def student_notebook(nb, name: str = "notebook"):
             except ValueError as err:
                 raise ValueError(f"{name}: solution cell {ex.cell_id or f'#{index}'} "
                                  f"(exercise {ex.exercise_id}): {err}") from None
+            cell.metadata.setdefault("dlbook", {})["exercise"] = ex.exercise_id  # how the grader finds the stub
             kept = [t for t in cell.metadata.get("tags", []) if t not in (SOLUTION_TAG, HIDE_TAG)]
             if kept:
                 cell.metadata["tags"] = kept
@@ -155,9 +156,14 @@ def student_book_notebook(nb, name: str = "notebook"):
     return stubbed
 
 
+#: A cross-reference to the instructors' page, which the student book leaves out.
+_INSTRUCTORS_LINK = re.compile(r"\{doc\}`(?:[^`<]*<)?instructors>?`")
+
+
 def student_book_page(markdown: str) -> str:
-    """A markdown page of the book (intro) as the student book shows it."""
-    return student_wording(markdown)
+    """A markdown page of the book (intro) as the student book shows it: reworded, and with links to
+    the instructors' page (not part of the student book) turned into plain text."""
+    return _INSTRUCTORS_LINK.sub("the instructors' page of the full book", student_wording(markdown))
 
 
 # ---------------------------------------------------------------------------
