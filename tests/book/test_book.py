@@ -42,6 +42,12 @@ def test_toc_lists_only_existing_pages_and_every_chapter():
         assert f"book/{chapter.stem}" in listed, f"{chapter.name} is missing from _toc.yml"
 
 
+def test_errata_page_includes_the_errata_of_every_chapter_and_no_other():
+    included = re.findall(r"\{include\} errata/ch(\d\d)\.md", (ROOT / "book" / "errata.md").read_text())
+    assert included == sorted(included), "errata in chapter order"
+    assert included == [chapter.name[:2] for chapter in CHAPTERS]
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_colab_setup_cell_installs_from_the_configured_repository(chapter):
     url = _config()["repository"]["url"]
