@@ -52,15 +52,20 @@ def robust_accuracy(W, b, X, y, eps: float, *, norm: str = "linf") -> float:
     return (worst_case_margins(W, b, X, y, eps, norm=norm) > 0).double().mean().item()
 
 
-def binary_worst_case_loss(theta, X, y, eps: float, loss=torch.nn.functional.softplus) -> torch.Tensor:
+def logistic_loss(negative_margin: torch.Tensor) -> torch.Tensor:
+    """log(1 + e^(-m)) as a function of -m, exact in both tails (F.softplus turns linear above 20)."""
+    return torch.logaddexp(torch.zeros_like(negative_margin), negative_margin)
+
+
+def binary_worst_case_loss(theta, X, y, eps: float, loss=logistic_loss) -> torch.Tensor:
     """max over ||delta||_inf <= eps of L(y theta^T (x + delta)) = L(y theta^T x - eps ||theta||_1) (Chapter 13).
 
     ``loss`` maps the negated margin to the loss and must increase (the logistic
-    loss softplus(-m) by default); ``y`` holds labels -1 or +1.
+    loss by default); ``y`` holds labels -1 or +1.
     """
     theta = as_tensor("theta", theta, ndim=1, floating=True)
     X = as_tensor("X", X, shape=(None, len(theta)), floating=True)
-    y = as_tensor("y", y, shape=(len(X),))
+    y = as_tensor("y", y, shape=(len(X),)).to(theta.dtype)   # labels often arrive as float32 or int64
     if not torch.all((y == 1) | (y == -1)):
         raise ValueError("y must hold labels -1 and +1")
     eps = check_float("eps", eps, low=0.0)

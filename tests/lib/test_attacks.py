@@ -25,7 +25,7 @@ def _closed_form(model, X, y, eps):
     theta = model.weight[1] - model.weight[0]
     shift = (model.bias[1] - model.bias[0]) * (2 * y - 1)
     return linear_robustness.binary_worst_case_loss(theta, X, (2 * y - 1).double(), eps,
-                                                    loss=lambda m: F.softplus(m - shift))
+                                                    loss=lambda m: linear_robustness.logistic_loss(m - shift))
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.05, 0.3])
