@@ -374,7 +374,7 @@ class RingRun:
     ``losses``: "saturating" and "non_saturating" (the standard game, with a
     discriminator; Adam with betas (0.5, 0.999)), or a single Wasserstein kind,
     "wgan_gp" (Adam with betas (0, 0.9)) or "wgan_clip" (RMSProp, weights clipped
-    to ``clip``, one learning rate). ``critic_steps`` discriminator steps per
+    to ``clip``). ``critic_steps`` discriminator steps per
     generator step; ``conditional`` gives both networks the mode's one-hot label.
     Generator and discriminator of seed s start from ``nets.mlp`` with seeds s
     and 10000 + s whatever the loss and learning rate.
