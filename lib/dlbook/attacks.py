@@ -163,3 +163,28 @@ def adversarial_training(model: nn.Module, optimizer: torch.optim.Optimizer, X, 
             total += loss.item() * len(batch)
         losses.append(total / len(X))
     return losses
+
+
+class NoisyDefence(nn.Module):
+    """A randomised defence: log of the softmax of ``model`` averaged over ``samples`` inputs
+    x + N(0, sigma^2) (Chapter 13).
+
+    Every call draws fresh noise from the defence's own seeded generator. With
+    ``samples=1`` an attacker who differentiates it sees one random draw; with
+    many samples the gradient estimates that of the expected prediction, the
+    expectation-over-transformation attack of Athalye et al.
+    """
+
+    def __init__(self, model: nn.Module, sigma: float, samples: int = 1, *, seed: int = 0):
+        super().__init__()
+        self.model = _check_model(model)
+        self.sigma = check_float("sigma", sigma, low=0.0)
+        self.samples = check_int("samples", samples, minimum=1)
+        self.rng = generator(check_int("seed", seed, minimum=0))
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        X = as_tensor("X", X, ndim=2, floating=True)
+        noise = torch.randn(self.samples, *X.shape, generator=self.rng, dtype=torch.float64).to(X)
+        logits = self.model((X + self.sigma * noise).reshape(-1, X.shape[1]))      # (samples * N, classes)
+        probabilities = F.softmax(logits, dim=1).reshape(self.samples, len(X), -1)
+        return probabilities.mean(dim=0).log()

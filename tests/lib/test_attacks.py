@@ -104,3 +104,20 @@ def test_bad_arguments_are_named():
         attacks.pgd(model, X, y, 0.1, low=None)
     with pytest.raises(ValueError, match="steps"):
         attacks.pgd(model, X, y, 0.1, steps=0)
+
+
+def test_the_noisy_defence_averages_probabilities():
+    model = nets.mlp((5, 8, 3), seed=0, dtype=torch.float64)
+    X = torch.randn(7, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(attacks.NoisyDefence(model, 0.0, 4)(X), F.log_softmax(model(X), dim=1), atol=1e-12)
+        out = attacks.NoisyDefence(model, 0.5, 10, seed=3)(X)
+        assert torch.allclose(out.exp().sum(dim=1), torch.ones(7, dtype=torch.float64), atol=1e-12)
+        assert torch.equal(out, attacks.NoisyDefence(model, 0.5, 10, seed=3)(X))
+        noise = torch.randn(1, 7, 5, generator=attacks.generator(3), dtype=torch.float64)
+        single = attacks.NoisyDefence(model, 0.5, 1, seed=3)(X)
+        assert torch.allclose(single, F.log_softmax(model(X + 0.5 * noise[0]), dim=1))
+    with pytest.raises(ValueError, match="samples"):
+        attacks.NoisyDefence(model, 0.1, 0)
+    with pytest.raises(ValueError, match="sigma"):
+        attacks.NoisyDefence(model, -0.1)
