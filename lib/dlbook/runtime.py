@@ -91,7 +91,8 @@ def seed_everything(seed: int) -> None:
 
 
 def set_threads(num_threads: int | None = None) -> int:
-    """Set torch's intra-op threads: 1 by default, DLBOOK_NUM_THREADS overrides.
+    """Set torch's intra-op threads and NumPy/SciPy/scikit-learn's thread pools: 1 by default,
+    DLBOOK_NUM_THREADS overrides.
 
     Tiny models run fastest on one thread: on a busy 2-core machine two
     threads made them tens of times slower.
@@ -100,6 +101,11 @@ def set_threads(num_threads: int | None = None) -> int:
         num_threads = int(os.environ.get(THREADS_ENV, "1"))
     num_threads = check_int("num_threads", num_threads, minimum=1)
     torch.set_num_threads(num_threads)
+    try:  # NumPy's and SciPy's BLAS and scikit-learn's OpenMP pools, which torch's setting does not reach
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return num_threads
+    threadpool_limits(num_threads)
     return num_threads
 
 

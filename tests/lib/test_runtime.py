@@ -22,6 +22,8 @@ def test_setup_uses_one_thread_by_default(monkeypatch):
     monkeypatch.delenv(runtime.THREADS_ENV, raising=False)
     dlbook.setup(quiet=True)
     assert torch.get_num_threads() == 1
+    from threadpoolctl import threadpool_info
+    assert all(pool["num_threads"] == 1 for pool in threadpool_info())  # BLAS and OpenMP pools too
 
 
 def test_thread_count_can_be_overridden(monkeypatch):
