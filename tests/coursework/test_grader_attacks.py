@@ -473,3 +473,14 @@ def hidden():
     assert seen["checks"] == ["__init__.py"] and seen["grader"] == ["__init__.py", "channel.py", "worker.py"]
     assert seen["scratch"] and not seen["system"] and not seen["online"]
     assert covered["value"] == {"$": "tuple", "items": [[], 0, False]}
+
+
+def test_a_python_installed_under_tmp_is_mounted_over_the_scratch_folder(monkeypatch):
+    # A checkout (and its .venv) under /tmp: the scratch tmpfs at /tmp must not cover the interpreter.
+    monkeypatch.setattr(Sandbox, "_mounted_folders", lambda self: [Path("/tmp/checkout/.venv")])
+    with Sandbox(Limits()) as sandbox:
+        options = sandbox._options
+    scratch = next(i for i in range(len(options) - 1) if options[i:i + 2] == ["--tmpfs", "/tmp"])
+    binds = [i for i in range(len(options) - 2)
+             if options[i] == "--ro-bind" and options[i + 2] == "/tmp/checkout/.venv"]
+    assert binds and all(scratch < i for i in binds), options

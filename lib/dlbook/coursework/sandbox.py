@@ -216,8 +216,11 @@ class Sandbox:
 
     def _mount_options(self) -> list[str]:
         """Read-only system, Python and package; hidden paths covered; a small writable /tmp."""
-        options = ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
-        made = {Path("/")}
+        # The scratch /tmp comes first, so that a Python or virtual environment installed under /tmp is
+        # mounted on top of it instead of being covered by it.
+        options = ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+                   "--perms", "1777", "--size", str(self.limits.scratch_mb << 20), "--tmpfs", SCRATCH]
+        made = {Path("/"), Path(SCRATCH)}
         for path in SYSTEM_PATHS + ETC_PATHS:
             if os.path.islink(path) and path in SYSTEM_PATHS:
                 options += ["--symlink", os.readlink(path), path]
@@ -233,8 +236,7 @@ class Sandbox:
             if any(_under(path, folder) for folder in mounted) and path.exists():
                 options += (["--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)] if path.is_dir()
                             else ["--ro-bind", "/dev/null", str(path)])
-        return options + ["--perms", "1777", "--size", str(self.limits.scratch_mb << 20), "--tmpfs", SCRATCH,
-                          "--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
+        return options + ["--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
 
     @staticmethod
     def _parents(path: Path, made: set) -> list[str]:
