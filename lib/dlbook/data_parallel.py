@@ -312,11 +312,12 @@ def local_sgd(model: nn.Module, X, y, shards, *, local_steps: int, rounds: int, 
                 averaged[name] += weight * p.detach()
         params = averaged
         losses.append(float(loss_at(params, all_rows)))
-    trained = _copy_with(model, params)
+    trained = model_with_parameters(model, params)
     return LocalSGDResult(trained, losses)
 
 
-def _copy_with(model: nn.Module, params: dict) -> nn.Module:
+def model_with_parameters(model: nn.Module, params: dict) -> nn.Module:
+    """A deep copy of ``model`` holding ``params`` ({name: tensor}, as from named_parameters) (Chapter 15)."""
     trained = copy.deepcopy(model)
     with torch.no_grad():
         for name, p in trained.named_parameters():
