@@ -158,3 +158,26 @@ def private_sgd_step(model: nn.Module, X, y, *, lr: float, max_norm: float, nois
         for name, p in model.named_parameters():
             p.sub_(lr * gradient[name])
     return model
+
+
+def private_sgd(model: nn.Module, X, y, *, epochs: int, batch_size: int, lr: float, max_norm: float,
+                noise_multiplier: float, seed: int = 0, loss_fn=nn.functional.cross_entropy) -> nn.Module:
+    """Train ``model`` in place with clipped noisy SGD steps; returns it (Chapter 15).
+
+    Mini-batches are drawn as ``train.fit`` draws them (a seeded permutation per epoch), so
+    with no noise and a bound no gradient reaches this is ``train.fit`` with plain SGD.
+    Each step's noise has its own seed. No privacy budget is computed.
+    """
+    X, y = _model_data(model, X, y)
+    epochs = check_int("epochs", epochs, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    shuffler = generator(check_int("seed", seed, minimum=0))
+    step = 0
+    for _ in range(epochs):
+        order = torch.randperm(len(X), generator=shuffler).to(X.device)
+        for start in range(0, len(X), batch_size):
+            rows = order[start:start + batch_size]
+            private_sgd_step(model, X[rows], y[rows], lr=lr, max_norm=max_norm, noise_multiplier=noise_multiplier,
+                             seed=seed * 1_000_003 + step, loss_fn=loss_fn)
+            step += 1
+    return model

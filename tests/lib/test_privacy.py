@@ -111,6 +111,21 @@ def test_private_sgd_step_without_noise_and_clipping_is_plain_sgd():
     assert max((a - b).abs().max().item() for a, b in zip(model.parameters(), reference.parameters())) < 1e-14
 
 
+def test_private_sgd_without_noise_or_clipping_is_train_fit_with_sgd():
+    from dlbook import train
+
+    X, y = _data(70, seed=12)
+    model = nets.mlp((8, 16, 3), dtype=torch.float64, seed=13)
+    reference = nets.mlp((8, 16, 3), dtype=torch.float64, seed=13)
+    privacy.private_sgd(model, X, y, epochs=3, batch_size=16, lr=0.1, max_norm=1e6, noise_multiplier=0.0, seed=4)
+    train.fit(reference, nn.functional.cross_entropy, torch.optim.SGD(reference.parameters(), lr=0.1), (X, y),
+              epochs=3, batch_size=16, seed=4, progress=False)
+    assert max((a - b).abs().max().item() for a, b in zip(model.parameters(), reference.parameters())) < 1e-12
+    noisy = privacy.private_sgd(nets.mlp((8, 16, 3), dtype=torch.float64, seed=13), X, y, epochs=1, batch_size=16,
+                                lr=0.1, max_norm=0.1, noise_multiplier=1.0, seed=4)
+    assert all(torch.isfinite(p).all() for p in noisy.parameters())
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="epsilon"):
         privacy.truth_probability(-1.0)
@@ -137,5 +152,7 @@ def test_bad_inputs():
         privacy.noisy_clipped_gradient(grads, 1.0, -1.0)
     with pytest.raises(TypeError, match="per_example"):
         privacy.per_example_norms([torch.ones(3)])
+    with pytest.raises(ValueError, match="batch_size"):
+        privacy.private_sgd(model, X, y, epochs=1, batch_size=0, lr=0.1, max_norm=1.0, noise_multiplier=1.0)
     with pytest.raises(ValueError, match="first"):
         privacy.per_example_norms({"a": torch.ones(3, 2), "b": torch.ones(4)})
