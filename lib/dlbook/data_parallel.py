@@ -36,6 +36,7 @@ from .validation import (
     as_tensor,
     check_choice,
     check_class_indices,
+    check_dtype,
     check_float,
     check_int,
     check_ints,
@@ -66,6 +67,7 @@ class DataParallelRun:
         check_int("num_steps", self.num_steps, minimum=0)
         check_float("lr", self.lr, low=0.0)
         check_int("seed", self.seed, minimum=0)
+        check_dtype("dtype", self.dtype)
 
     @property
     def world_size(self) -> int:

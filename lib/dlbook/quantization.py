@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import torch
 
+from .nets import linear_layers
 from .validation import as_tensor, check_finite, check_float, check_int, check_same_shape, describe
 
 
@@ -120,8 +121,6 @@ def quantize_model(model: torch.nn.Module, num_bits: int) -> torch.nn.Module:
 
     Biases stay in full precision, as in most integer kernels. Returns the model.
     """
-    from .nets import linear_layers
-
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
     integer_range(num_bits)

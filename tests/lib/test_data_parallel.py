@@ -114,6 +114,8 @@ def test_bad_inputs():
         DataParallelRun(shard_sizes=(4, 0))
     with pytest.raises(ValueError, match="lr"):
         DataParallelRun(lr=-1.0)
+    with pytest.raises(TypeError, match="dtype"):
+        DataParallelRun(dtype=torch.int64)
     with pytest.raises(ValueError, match="X must have at least 16 rows"):
         data_parallel.single_process_run(config, X[:10], y[:10])
     with pytest.raises(ValueError, match="X must have shape"):
