@@ -64,6 +64,14 @@ def test_ddp_with_equal_shards_under_torchrun_equals_single_process():
     assert all(torch.equal(a, b) for a, b in zip(ranks[0].parameters, ranks[1].parameters))
 
 
+def test_spawn_stops_the_ranks_and_says_so_on_timeout():
+    """Half a second is far too short for two children to import torch: the ranks are stopped."""
+    config = DataParallelRun(shard_sizes=(4, 4), num_steps=1, widths=(3, 2))
+    X, y = _data(8, dim=3, num_classes=2)
+    with pytest.raises(TimeoutError, match="2 ranks did not finish within 0.5 s"):
+        data_parallel.spawn_data_parallel(config, X, y, timeout=0.5)
+
+
 def test_torchrun_command():
     command = data_parallel.torchrun_command("/tmp/run", nproc_per_node=4)
     assert command == ["torchrun", "--standalone", "--nproc-per-node=4", "-m", "dlbook.data_parallel", "/tmp/run"]
