@@ -32,6 +32,8 @@ import torch
 from torch import nn
 
 from .nets import mlp
+from .runtime import generator
+from .train import accuracy
 from .validation import (
     as_tensor,
     check_choice,
@@ -325,6 +327,51 @@ def model_with_parameters(model: nn.Module, params: dict) -> nn.Module:
         for name, p in trained.named_parameters():
             p.copy_(params[name])
     return trained
+
+
+# ---------------------------------------------------------------------------
+# The limits of data parallelism: steps to a target against batch size
+# ---------------------------------------------------------------------------
+
+def steps_to_accuracy(model: nn.Module, X, y, *, batch_size: int, lr: float, target: float, max_steps: int,
+                      momentum: float = 0.0, eval_every: int = 1, seed: int = 0) -> int | None:
+    """SGD steps until the accuracy on (X, y) first reaches ``target``, or None within ``max_steps`` (Chapter 15).
+
+    Trains a copy of ``model`` (the model itself is not changed) on mini-batches of
+    ``batch_size`` rows drawn as ``train.fit`` draws them, checking every ``eval_every``
+    steps. Plotted against the batch size, these counts fall in proportion at first and
+    then flatten: beyond a critical batch more workers no longer save steps.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {describe(model)}")
+    X = as_tensor("X", X, ndim=2, floating=True)
+    y = as_tensor("y", y, ndim=1)
+    check_same_length("X", X, "y", y)
+    batch_size = check_int("batch_size", batch_size, minimum=1, maximum=len(X))
+    lr = check_float("lr", lr, low=0.0)
+    target = check_float("target", target, low=0.0, high=1.0)
+    max_steps = check_int("max_steps", max_steps, minimum=1)
+    momentum = check_float("momentum", momentum, low=0.0, high=1.0, high_open=True)
+    eval_every = check_int("eval_every", eval_every, minimum=1)
+    net = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum)
+    shuffler = generator(check_int("seed", seed, minimum=0))
+    step = 0
+    while step < max_steps:
+        order = torch.randperm(len(X), generator=shuffler).to(X.device)
+        for start in range(0, len(X), batch_size):
+            rows = order[start:start + batch_size]
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(net(X[rows]), y[rows]).backward()
+            optimizer.step()
+            step += 1
+            if step % eval_every == 0 or step == max_steps:
+                with torch.no_grad():
+                    if accuracy(net(X), y) >= target:
+                        return step
+            if step == max_steps:
+                return None
+    return None
 
 
 if __name__ == "__main__":

@@ -115,6 +115,31 @@ def test_federated_averaging_one_step_is_full_batch_gradient_descent_on_non_iid_
     assert _max_gap(list(drifted.model.parameters()), list(reference.parameters())) > 1e-4
 
 
+def test_steps_to_accuracy_matches_a_manual_loop_and_falls_with_batch_size():
+    X, y = _data(200, dim=8, num_classes=3, seed=6)
+    model = nets.mlp((8, 32, 3), dtype=torch.float64, seed=7)
+    steps = data_parallel.steps_to_accuracy(model, X, y, batch_size=20, lr=0.2, target=0.7, max_steps=3000)
+    assert steps is not None
+    # The same run by hand: fit's batches, accuracy after every step.
+    from dlbook import runtime, train
+    net = nets.mlp((8, 32, 3), dtype=torch.float64, seed=7)
+    opt, shuffler, count, reached = torch.optim.SGD(net.parameters(), lr=0.2), runtime.generator(0), 0, None
+    while reached is None:
+        order = torch.randperm(200, generator=shuffler)
+        for start in range(0, 200, 20):
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(X[order[start:start + 20]]), y[order[start:start + 20]]).backward()
+            opt.step()
+            count += 1
+            if train.accuracy(net(X), y) >= 0.7:
+                reached = count
+                break
+    assert steps == reached
+    larger = data_parallel.steps_to_accuracy(model, X, y, batch_size=200, lr=0.2, target=0.7, max_steps=3000)
+    assert larger is not None and larger <= steps
+    assert data_parallel.steps_to_accuracy(model, X, y, batch_size=20, lr=0.2, target=1.0, max_steps=3) is None
+
+
 def test_bad_inputs():
     config = DataParallelRun(shard_sizes=(4, 4), num_steps=2, widths=(3, 2))
     X, y = _data(16, dim=3, num_classes=2)
@@ -137,6 +162,10 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="gradients"):
         data_parallel.shard_weighted_average([[torch.ones(2)]], (1, 2))
     model = nets.mlp((3, 4, 2), dtype=torch.float64)
+    with pytest.raises(ValueError, match="batch_size"):
+        data_parallel.steps_to_accuracy(model, X, y, batch_size=17, lr=0.1, target=0.9, max_steps=5)
+    with pytest.raises(ValueError, match="target"):
+        data_parallel.steps_to_accuracy(model, X, y, batch_size=4, lr=0.1, target=1.5, max_steps=5)
     with pytest.raises(TypeError, match="shards"):
         data_parallel.local_sgd(model, X, y, torch.arange(4), local_steps=1, rounds=1, lr=0.1)
     with pytest.raises(ValueError, match="shards\\[1\\]"):
