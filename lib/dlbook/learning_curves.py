@@ -135,6 +135,27 @@ def predicted_generalization_error(eigenvalues, times, *, weight_std: float = 1.
     return (signal + noise).mean(-1) + noise_std ** 2
 
 
+def predicted_ridge_error(eigenvalues, ridges, *, weight_std: float = 1.0, noise_std: float = 0.5) -> torch.Tensor:
+    """Expected test error of ridge regression from the eigenvalues of XᵀX (Chapter 18), one value per ridge.
+
+    (1/N) Σ_i [σ_w² (r / (λ_i + r))² + σ_ε² λ_i / (λ_i + r)²] + σ_ε²: the
+    counterpart of :func:`predicted_generalization_error` for the penalty r,
+    whose best value matches the best stopping time of the flow closely.
+    """
+    lam = as_tensor("eigenvalues", eigenvalues, floating=True)
+    if lam.dim() == 0:
+        raise ValueError(f"eigenvalues must have at least one dimension, got {describe(lam)}")
+    ridges = as_tensor("ridges", ridges, ndim=1, floating=True, dtype=lam.dtype)
+    if (ridges <= 0).any():
+        raise ValueError("ridges must be positive")
+    weight_std = check_float("weight_std", weight_std, low=0.0)
+    noise_std = check_float("noise_std", noise_std, low=0.0)
+    lam = lam.clamp_min(0.0).unsqueeze(-2)                                # (..., 1, N)
+    r = ridges.unsqueeze(-1)                                               # (R, 1)
+    terms = weight_std ** 2 * (r / (lam + r)) ** 2 + noise_std ** 2 * lam / (lam + r) ** 2
+    return terms.mean(-1) + noise_std ** 2
+
+
 def minimum_norm_error(num_params: int, num_samples: int, *, weight_std: float = 1.0, init_std: float = 0.0,
                        noise_std: float = 0.5) -> float:
     """Expected long-time error of the flow for Gaussian inputs, exact at finite N and P (Chapter 18).

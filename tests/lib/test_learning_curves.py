@@ -92,6 +92,24 @@ def test_predicted_error_limits():
     assert at[1].item() == pytest.approx((1.25 + 0.25 / 1 + 0.25 / 4) / 3 + 0.25)
 
 
+def test_predicted_ridge_error_matches_simulation_and_early_stopping():
+    # one X, many teachers and noise draws: the formula is the exact expectation given X
+    p = lc.teacher_student(60, 48, num_problems=400, seed=7)
+    X = p.X[0].expand(400, -1, -1)
+    y = (X @ p.w_teacher.unsqueeze(-1)).squeeze(-1) + 0.5 * torch.randn(400, 48, generator=generator(8),
+                                                                         dtype=torch.float64)
+    eigenvalues = torch.linalg.eigvalsh(p.X[0].T @ p.X[0])
+    for r in (0.05, 0.5):
+        simulated = lc.generalization_error(lc.ridge_solution(X, y, r), p.w_teacher, 0.5).mean().item()
+        assert simulated == pytest.approx(lc.predicted_ridge_error(eigenvalues, torch.tensor([r]))[0].item(),
+                                          rel=0.03)
+    # the best ridge (Bayes-optimal here) and the best stopping time nearly agree: measured ratios
+    # 1.005-1.018 for alpha in {0.5, 0.8, 1.2, 2} and four seeds
+    best_ridge = lc.predicted_ridge_error(eigenvalues, torch.logspace(-3, 1, 400)).min()
+    best_time = lc.predicted_generalization_error(eigenvalues, torch.logspace(-2, 3, 400)).min()
+    assert best_ridge <= best_time <= 1.05 * best_ridge
+
+
 def _rf_task(seed):
     g = generator(seed)
     X = torch.randn(1100, 20, generator=g, dtype=torch.float64)
@@ -138,6 +156,8 @@ def test_bad_inputs():
         lc.teacher_student(0, 4)
     with pytest.raises(ValueError, match="noise_std"):
         lc.minimum_norm_error(5, 10, noise_std=-1.0)
+    with pytest.raises(ValueError, match="ridges"):
+        lc.predicted_ridge_error(torch.ones(3, dtype=torch.float64), torch.tensor([0.0]))
     with pytest.raises(ValueError, match="widths"):
         lc.random_features_errors(X, y, X, y, [0])
     with pytest.raises(ValueError, match="X_test"):
