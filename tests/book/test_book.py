@@ -62,6 +62,9 @@ def test_every_chapter_starts_with_the_same_setup_cell():
     source = next(iter(cells.values()))
     assert "dlbook.setup(" in source and "google.colab" in source
     assert "torch" not in source.split("dlbook @")[0], "the Colab cell must not reinstall torch"
+    for chapter in CHAPTERS:  # the grader runs the cells tagged setup before the exercise cells
+        first = next(c for c in nbformat.read(chapter, as_version=4).cells if c.cell_type == "code")
+        assert "setup" in first.metadata.get("tags", []), f"{chapter.name}: the set-up cell is not tagged setup"
 
 
 def test_requirements_pin_exact_versions():
