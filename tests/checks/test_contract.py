@@ -58,3 +58,21 @@ def test_plausible_wrong_answer_fails(min_cases, eid, name, answer):
                          ids=lambda value: value if isinstance(value, str) else None)
 def test_bad_answers_fail_cleanly(min_cases, eid, kind, answer, fragment):
     assert_fails_cleanly(eid, answer, fragment)
+
+
+@pytest.mark.parametrize("module_name", sorted(CHAPTER_TESTS))
+def test_chapter_exercises_meet_the_standard(module_name):
+    """At least four exercises; at least one extends the chapter's code and one predicts a measured
+    quantity; at most one transcribes; each declares its stars, minutes and hint, and is
+    tested with a reference and at least two wrong answers."""
+    from dlbook.exercises import EXERCISES
+
+    module = importlib.import_module(module_name)
+    exercises = [EXERCISES[eid] for eid in module.IDS]
+    kinds = [ex.kind for ex in exercises]
+    assert len(exercises) >= 4, module_name
+    assert "extend" in kinds and "predict" in kinds and kinds.count("transcribe") <= 1, (module_name, kinds)
+    for ex in exercises:
+        assert ex.title and ex.hint, ex.id
+        assert ex.difficulty in (1, 2, 3) and ex.minutes > 0, ex.id
+        assert module.REFERENCES.get(ex.id) and len(module.WRONG.get(ex.id, {})) >= 2, ex.id
