@@ -62,17 +62,26 @@ def test_bad_answers_fail_cleanly(min_cases, eid, kind, answer, fragment):
 
 @pytest.mark.parametrize("module_name", sorted(CHAPTER_TESTS))
 def test_chapter_exercises_meet_the_standard(module_name):
-    """At least four exercises; at least one extends the chapter's code and one predicts a measured
-    quantity; at most one transcribes; each declares its stars, minutes and hint, and is
-    tested with a reference and at least two wrong answers."""
-    from dlbook.exercises import EXERCISES
+    """Every exercise the chapter registers is tested here, with a reference and at least two wrong
+    answers; at least four exercises; at least one extends the chapter's code and one predicts a
+    measured quantity; at most one transcribes; each names its function as the reference does, has
+    stars, minutes and a hint, and blocks the package functions that would answer it (a module lists
+    in UNBLOCKED the exercises no package function answers)."""
+    from dlbook.exercises.core import EXERCISES, chapter_check_modules, get_exercise
 
     module = importlib.import_module(module_name)
-    exercises = [EXERCISES[eid] for eid in module.IDS]
+    exercises = [get_exercise(eid) for eid in module.IDS]
+    check_module = chapter_check_modules()[int(module_name[len("test_ch"):][:2])]
+    assert sorted(eid for eid, ex in EXERCISES.items() if ex.check_fn.__module__ == check_module) == sorted(module.IDS)
+    assert set(module.IDS) == set(module.REFERENCES) == set(module.WRONG), module_name
     kinds = [ex.kind for ex in exercises]
     assert len(exercises) >= 4, module_name
     assert "extend" in kinds and "predict" in kinds and kinds.count("transcribe") <= 1, (module_name, kinds)
+    unblocked = set(getattr(module, "UNBLOCKED", ()))
     for ex in exercises:
-        assert ex.title and ex.hint, ex.id
+        references = module.REFERENCES[ex.id]
+        references = references if isinstance(references, (list, tuple)) else [references]
+        assert ex.title and ex.hint and ex.function_name == references[0].__name__, ex.id
         assert ex.difficulty in (1, 2, 3) and ex.minutes > 0, ex.id
-        assert module.REFERENCES.get(ex.id) and len(module.WRONG.get(ex.id, {})) >= 2, ex.id
+        assert bool(ex.blocked) != (ex.id in unblocked), ex.id
+        assert len(module.WRONG[ex.id]) >= 2, ex.id
