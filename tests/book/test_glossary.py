@@ -109,3 +109,24 @@ def test_notation_page_has_a_section_for_every_chapter():
         assert re.search(rf"^## Chapter {number}: ", text, re.M), f"notation.md has no section for {chapter.stem}"
         section = re.search(rf"^## Chapter {number}: .*?(?=^## |\Z)", text, re.M | re.S).group(0)
         assert "| symbol | meaning |" in section, f"notation.md lists no symbols for {chapter.stem}"
+
+
+def _labels() -> set[str]:
+    pages = CHAPTERS + sorted(BOOK.glob("*.md"))
+    return {label for page in pages for source in markdown_sources(page)
+            for label in re.findall(r"^\(([\w-]+)\)=\s*$", source, re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_cross_reference_names_a_label_or_page_that_exists(page):
+    labels, missing = _labels(), []
+    for source in markdown_sources(page):
+        for role, text in re.findall(r"\{(ref|doc|numref)\}`([^`]*)`", source):
+            target = term_target(text) if "<" in text else text.strip()
+            if role == "doc":
+                found = (BOOK / f"{target}.ipynb").exists() or (BOOK / f"{target}.md").exists()
+            else:
+                found = target.lower() in {label.lower() for label in labels}
+            if not found:
+                missing.append(f"{{{role}}}`{text}`")
+    assert not missing, f"{page.name} refers to labels or pages that do not exist: {missing}"
