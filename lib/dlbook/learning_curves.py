@@ -101,7 +101,11 @@ def ridge_solution(X, y, ridge: float) -> torch.Tensor:
     X = as_tensor("X", X, floating=True)
     y = as_tensor("y", y, floating=True, shape=tuple(X.shape[:-1]))
     ridge = check_float("ridge", ridge, low=0.0, low_open=True)
-    A = X.mT @ X + ridge * torch.eye(X.shape[-1], dtype=X.dtype)
+    P, N = X.shape[-2:]
+    if N > P:    # the dual form Xᵀ(XXᵀ + r I)⁻¹ y solves a P x P system instead of an N x N one
+        K = X @ X.mT + ridge * torch.eye(P, dtype=X.dtype)
+        return (X.mT @ torch.linalg.solve(K, y.unsqueeze(-1))).squeeze(-1)
+    A = X.mT @ X + ridge * torch.eye(N, dtype=X.dtype)
     return torch.linalg.solve(A, (X.mT @ y.unsqueeze(-1)).squeeze(-1))
 
 
@@ -183,9 +187,16 @@ def random_relu_features(X, num_features: int, *, seed: int = 0) -> torch.Tensor
     return torch.relu(X @ W.to(X.dtype) / X.shape[1] ** 0.5)
 
 
-def random_features_errors(X_train, y_train, X_test, y_test, widths, *, ridge: float = 0.0,
-                           seed: int = 0) -> torch.Tensor:
-    """Test mean squared error of a readout on random ReLU features, for each width (Chapter 18).
+class RandomFeaturesFit(NamedTuple):
+    """Per width: test and training mean squared error and the norm of the readout weights."""
+    test_errors: torch.Tensor
+    train_errors: torch.Tensor
+    readout_norms: torch.Tensor
+
+
+def random_features_fit(X_train, y_train, X_test, y_test, widths, *, ridge: float = 0.0,
+                        seed: int = 0) -> RandomFeaturesFit:
+    """Fit a linear readout on random ReLU features of each width; errors and readout norms (Chapter 18).
 
     With ``ridge`` = 0 the readout is the minimum-norm least-squares fit (it
     interpolates once the width reaches the number of samples); with ridge > 0
@@ -201,12 +212,20 @@ def random_features_errors(X_train, y_train, X_test, y_test, widths, *, ridge: f
     widths = check_ints("widths", widths, minimum=1)
     ridge = check_float("ridge", ridge, low=0.0)
     both = random_relu_features(torch.cat([X_train, X_test]), max(widths), seed=seed)
-    errors = []
+    test, train, norms = [], [], []
     for width in widths:
         F_train, F_test = both[:len(X_train), :width], both[len(X_train):, :width]
         if ridge > 0:
             a = ridge_solution(F_train, y_train, ridge)
         else:
             a = minimum_norm_solution(F_train, y_train)
-        errors.append(((F_test @ a - y_test) ** 2).mean())
-    return torch.stack(errors)
+        test.append(((F_test @ a - y_test) ** 2).mean())
+        train.append(((F_train @ a - y_train) ** 2).mean())
+        norms.append(a.norm())
+    return RandomFeaturesFit(torch.stack(test), torch.stack(train), torch.stack(norms))
+
+
+def random_features_errors(X_train, y_train, X_test, y_test, widths, *, ridge: float = 0.0,
+                           seed: int = 0) -> torch.Tensor:
+    """Test mean squared error of :func:`random_features_fit` for each width (Chapter 18)."""
+    return random_features_fit(X_train, y_train, X_test, y_test, widths, ridge=ridge, seed=seed).test_errors

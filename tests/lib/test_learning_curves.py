@@ -131,6 +131,21 @@ def test_random_features_double_descent(seed):
     assert ridge[5] < 1.15 * ridge[[3, 7]].mean() and ridge[5] < plain[5] / 3
 
 
+def test_ridge_dual_form_matches_numpy_when_wider_than_tall():
+    X, y, _, _ = _small_problem(9, 4, seed=4)
+    A = X.numpy()
+    want = np.linalg.solve(A.T @ A + 0.3 * np.eye(9), A.T @ y.numpy())
+    np.testing.assert_allclose(lc.ridge_solution(X, y, 0.3).numpy(), want, rtol=1e-10, atol=1e-12)
+
+
+def test_random_features_fit_interpolates_beyond_the_threshold():
+    data = _rf_task(3)
+    fit = lc.random_features_fit(*data, [50, 100, 400], seed=0)
+    torch.testing.assert_close(fit.test_errors, lc.random_features_errors(*data, [50, 100, 400], seed=0))
+    assert fit.train_errors[0] > 1e-3 and fit.train_errors[2] < 1e-20
+    assert fit.readout_norms[1] > 5 * max(fit.readout_norms[0], fit.readout_norms[2])
+
+
 def test_random_features_are_seeded_relus_of_a_gaussian_layer():
     X = torch.randn(7, 3, generator=generator(0), dtype=torch.float64)
     a = lc.random_relu_features(X, 5, seed=1)
