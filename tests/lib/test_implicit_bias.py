@@ -134,3 +134,13 @@ def test_bad_inputs():
         ib.rademacher_bound_linear(X, -1.0)
     with pytest.raises(ValueError, match="widths"):
         ib.deep_linear_init((5,))
+
+
+def test_fast_deep_linear_descent_equals_the_autograd_reference():
+    X, Y = _regression()
+    initial = ib.deep_linear_init([5, 8, 8, 3], seed=4)
+    fast = ib.deep_linear_gradient_descent(X, Y, initial, lr=0.05, steps=50)
+    reference = ib.deep_linear_gradient_descent_reference(X, Y, initial, lr=0.05, steps=50)
+    for a, b in zip(fast, reference):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)
+    assert all((a - b).abs().max() > 1e-3 for a, b in zip(fast, initial))
