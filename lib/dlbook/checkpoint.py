@@ -7,12 +7,15 @@ Every number a chapter states is measured by a cell and checked here::
     checkpoint.between("test accuracy of the CNN", accuracy, 0.95, 1.0)
     checkpoint.holds("energy never increases", largest_rise <= 1e-12, f"largest rise {largest_rise:.1e}")
 
-Each call raises ``AssertionError`` (with the same line) when the relation
+A checkpoint is a statement: it returns nothing (so a cell that ends with
+one shows only its line). Each call raises ``AssertionError`` (with the same line) when the relation
 fails, prints ``✅ label: measured ... (relation)`` when it holds, and appends
-a :class:`Record` to :data:`RECORDS`. With the environment variable
-``DLBOOK_CHECKPOINT_LOG`` set to a file path, each record is also appended to
-that file as one JSON line, so the book build can collect every chapter's
-results into one appendix. A plain ``assert`` stays right where the check is
+a :class:`Record` to :data:`RECORDS`. In a Jupyter kernel the line is shown
+as a display output whose metadata carries the record (key
+:data:`METADATA_KEY`), so the executed chapter holds every result it measured
+and the book's results appendix is built from those records, not from the
+text. With the environment variable ``DLBOOK_CHECKPOINT_LOG`` set to a file
+path, each record is also appended to that file as one JSON line. A plain ``assert`` stays right where the check is
 about the code, not a result the text reports (a shape, a type, an exact
 identity used as a precondition).
 """
@@ -22,6 +25,7 @@ import json
 import math
 import numbers
 import os
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -31,6 +35,8 @@ from .validation import check_float, describe
 
 #: Environment variable naming a JSON-lines file that collects every record.
 LOG_ENV = "DLBOOK_CHECKPOINT_LOG"
+#: Key of the record in the metadata of the output a checkpoint shows in a Jupyter kernel.
+METADATA_KEY = "dlbook_checkpoint"
 
 
 @dataclass(frozen=True)
@@ -113,20 +119,39 @@ def _check_label(label) -> str:
     return label
 
 
-def _finish(record: Record) -> Record:
+def _finish(record: Record) -> None:
     RECORDS.append(record)
     path = os.environ.get(LOG_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as log:
             log.write(json.dumps(asdict(record)) + "\n")
-    print(record.line(), flush=True)
+    _show(record)
     if not record.passed:
         raise AssertionError(record.line())
-    return record
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _show(record: Record) -> None:
+    """Print the record's line; in a kernel, as an output that also carries the record."""
+    if not _in_kernel():
+        print(record.line(), flush=True)
+        return
+    from IPython.display import display
+
+    sys.stdout.flush()
+    display({"text/plain": record.line()}, metadata={METADATA_KEY: asdict(record)}, raw=True)
 
 
 def close(label: str, measured, expected, *, rtol: float = 0.0, atol: float = 0.0,
-          detail: str = "") -> Record:
+          detail: str = "") -> None:
     """|measured - expected| <= atol + rtol·|expected| (give at least one tolerance)."""
     label, measured = _check_label(label), _number("measured", measured)
     expected = _number("expected", expected)
@@ -136,33 +161,33 @@ def close(label: str, measured, expected, *, rtol: float = 0.0, atol: float = 0.
         raise ValueError("close needs a tolerance: pass rtol= or atol= (a result measured in "
                          "floating point is never checked for exact equality here)")
     passed = abs(measured - expected) <= atol + rtol * abs(expected)
-    return _finish(Record(label, measured, "close", reference=expected, rtol=rtol, atol=atol,
+    _finish(Record(label, measured, "close", reference=expected, rtol=rtol, atol=atol,
                           detail=detail, passed=passed))
 
 
-def below(label: str, measured, bound, *, detail: str = "") -> Record:
+def below(label: str, measured, bound, *, detail: str = "") -> None:
     """measured <= bound."""
     label, measured, bound = _check_label(label), _number("measured", measured), _number("bound", bound)
-    return _finish(Record(label, measured, "below", high=bound, detail=detail, passed=measured <= bound))
+    _finish(Record(label, measured, "below", high=bound, detail=detail, passed=measured <= bound))
 
 
-def above(label: str, measured, bound, *, detail: str = "") -> Record:
+def above(label: str, measured, bound, *, detail: str = "") -> None:
     """measured >= bound."""
     label, measured, bound = _check_label(label), _number("measured", measured), _number("bound", bound)
-    return _finish(Record(label, measured, "above", low=bound, detail=detail, passed=measured >= bound))
+    _finish(Record(label, measured, "above", low=bound, detail=detail, passed=measured >= bound))
 
 
-def between(label: str, measured, low, high, *, detail: str = "") -> Record:
+def between(label: str, measured, low, high, *, detail: str = "") -> None:
     """low <= measured <= high."""
     label, measured = _check_label(label), _number("measured", measured)
     low, high = _number("low", low), _number("high", high)
     if low > high:
         raise ValueError(f"low must not exceed high, got low={low} and high={high}")
-    return _finish(Record(label, measured, "between", low=low, high=high, detail=detail,
+    _finish(Record(label, measured, "between", low=low, high=high, detail=detail,
                           passed=low <= measured <= high))
 
 
-def holds(label: str, condition, detail: str = "") -> Record:
+def holds(label: str, condition, detail: str = "") -> None:
     """A condition that is not one number against a bound (an ordering, an exact identity)."""
     label = _check_label(label)
     if isinstance(condition, torch.Tensor) and condition.numel() == 1:
@@ -171,4 +196,4 @@ def holds(label: str, condition, detail: str = "") -> Record:
         raise TypeError(f"condition must be True or False, got {describe(condition)}")
     if not isinstance(detail, str):
         raise TypeError(f"detail must be a string, got {describe(detail)}")
-    return _finish(Record(label, bool(condition), "holds", detail=detail, passed=bool(condition)))
+    _finish(Record(label, bool(condition), "holds", detail=detail, passed=bool(condition)))

@@ -14,8 +14,9 @@ def fresh_records(monkeypatch):
 
 
 def test_close_passes_prints_and_records(capsys):
-    record = checkpoint.close("capacity", torch.tensor(0.149), 0.138, atol=0.025)
-    assert record.passed and checkpoint.RECORDS == [record]
+    assert checkpoint.close("capacity", torch.tensor(0.149), 0.138, atol=0.025) is None
+    [record] = checkpoint.RECORDS
+    assert record.passed
     line = capsys.readouterr().out.strip()
     assert line == "✅ capacity: 0.149 (expected 0.138 ± 0.025)"
     assert record.measured == pytest.approx(0.149) and record.reference == 0.138
@@ -75,3 +76,23 @@ def test_records_go_to_the_log_file(tmp_path, monkeypatch):
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert [row["label"] for row in rows] == ["a", "b"]
     assert rows[0]["relation"] == "close" and rows[0]["rtol"] == 1e-9 and rows[1]["passed"] is True
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_output_carries_the_record():
+    """The executed notebook holds each record in its output's metadata, next to the printed line."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    code = ("from dlbook import checkpoint\n"
+            "print('before')\n"
+            "checkpoint.close('two plus two', 2 + 2, 4, atol=1e-12)\n"
+            "checkpoint.between('a fraction', 0.25, 0, 1)")  # last line: no Record shown after it
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    assert outputs[0]["output_type"] == "stream" and outputs[0]["text"] == "before\n"
+    assert len(outputs) == 3, "a checkpoint on the cell's last line shows its line only"
+    records = [out["metadata"][checkpoint.METADATA_KEY] for out in outputs[1:]]
+    assert [r["label"] for r in records] == ["two plus two", "a fraction"]
+    assert records[0]["reference"] == 4 and records[0]["atol"] == 1e-12 and records[1]["high"] == 1
+    assert outputs[1]["data"]["text/plain"] == checkpoint.Record(**records[0]).line()
