@@ -46,7 +46,7 @@ test:
 
 # Everything except the notebooks and the browser tests: a quick check while editing lib/.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser"
+	$(BIN)/python -m pytest tests -m "not browser and not built"
 
 bench: $(STAMP)
 	$(BIN)/python -m dlbook bench

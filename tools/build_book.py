@@ -32,6 +32,8 @@ import nbformat
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_appendix  # noqa: E402
+
 import executed  # noqa: E402
 
 ROOT = executed.ROOT
@@ -101,7 +103,10 @@ def stage(edition: str, chapters: list[Path]) -> Path:
     from dlbook.coursework.workload import with_workload
 
     instructors = source / "book" / "instructors.md"
-    instructors.write_text(with_workload(instructors.read_text(), ROOT / "book"))
+    text = with_workload(instructors.read_text(), ROOT / "book")
+    instructors.write_text(results_appendix.with_chapter_times(text, chapters))
+    results = source / "book" / "results.md"
+    results.write_text(results_appendix.results_page(results.read_text(), chapters))
     if edition == "student":
         from dlbook.coursework.student import student_book_page
 

@@ -51,6 +51,29 @@ def inputs_hash(notebook: Path) -> str:
     return digest.hexdigest()
 
 
+def machine() -> dict:
+    """What a chapter ran on: the device the set-up cell picks, the CPU, and the versions."""
+    import platform
+
+    import numpy
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    if torch.cuda.is_available():
+        device = f"GPU ({torch.cuda.get_device_name(0)})"
+    elif torch.backends.mps.is_available():
+        device = "GPU (Apple MPS)"
+    else:
+        device = "CPU"
+    return {"device": device, "cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__, "numpy": numpy.__version__}
+
+
 def executed_path(notebook: Path) -> Path:
     return EXECUTED / Path(notebook).name
 
@@ -63,7 +86,7 @@ def write(notebook: Path, outputs: dict[str, list], counts: dict[str, int | None
         if cell.cell_type == "code":
             cell.outputs = [nbformat.from_dict(_plain(out)) for out in outputs.get(cell.id, [])]
             cell.execution_count = counts.get(cell.id)
-    nb.metadata[META_KEY] = {"inputs": inputs_hash(notebook), "seconds": round(seconds, 2)}
+    nb.metadata[META_KEY] = {"inputs": inputs_hash(notebook), "seconds": round(seconds, 2), "machine": machine()}
     EXECUTED.mkdir(parents=True, exist_ok=True)
     target = executed_path(notebook)
     partial = target.with_suffix(".partial")

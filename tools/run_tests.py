@@ -4,7 +4,8 @@ Phases: install (the virtual environment and the Debian packages the tests
 drive), lint (ruff), unit tests (tests/lib, tests/checks, the student
 edition and benchmark tools), grader tests (tests/coursework/test_grader*),
 notebooks (nbval runs each chapter once, on both cores, and writes the
-executed chapters), book build and student build (rendered from the
+executed chapters), executed chapters (every checkpoint cell left a record
+for the results appendix), book build and student build (rendered from the
 executed chapters, nothing executed again), browser tests (the built books
 and the live figures in JupyterLab). A phase whose inputs failed is skipped;
 the command fails if any phase failed. The report, with each chapter's
@@ -33,11 +34,12 @@ PHASES = [
     ("install", ["make", "--no-print-directory", "setup"], ()),
     ("lint", [str(ROOT / ".venv" / "bin" / "ruff"), "check", "lib", "tests", "tools", "conftest.py"],
      ("install",)),
-    ("unit tests", PYTEST + ["tests", "-m", "not browser", "-n", "2", "-q"]
+    ("unit tests", PYTEST + ["tests", "-m", "not browser and not built", "-n", "2", "-q"]
      + [f"--ignore={path}" for path in GRADER_TESTS], ("install",)),
     # Each grader test module grades one folder in a module fixture: keep a module on one worker.
     ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "--dist", "loadscope", "-q"], ("install",)),
     ("notebooks", PYTEST + ["book", "-n", "2", "--dist", "loadscope", "-q"], ("install",)),
+    ("executed chapters", PYTEST + ["tests/book", "-m", "built", "-q"], ("notebooks",)),
     ("book build", [PYTHON, "tools/build_book.py", "--no-execute"], ("notebooks",)),
     ("student build", [PYTHON, "tools/build_book.py", "--student", "--no-execute"], ("book build",)),
     ("browser tests", PYTEST + ["tests/book", "-m", "browser", "-q"], ("book build", "student build")),

@@ -59,16 +59,16 @@ class Record:
         mark = "✅" if self.passed else "❌"
         if self.relation == "holds":
             return f"{mark} {self.label}" + (f": {self.detail}" if self.detail else "")
-        text = f"{mark} {self.label}: {_fmt(self.measured)}"
+        text = f"{mark} {self.label}: {format_value(self.measured)}"
         if self.relation == "close":
-            tolerance = _tolerance_text(self.reference, self.rtol, self.atol)
-            text += f" (expected {_fmt(self.reference)} {tolerance})"
+            tolerance = tolerance_text(self.reference, self.rtol, self.atol)
+            text += f" (expected {format_value(self.reference)} {tolerance})"
         elif self.relation == "below":
-            text += f" (bound: at most {_fmt(self.high)})"
+            text += f" (bound: at most {format_value(self.high)})"
         elif self.relation == "above":
-            text += f" (bound: at least {_fmt(self.low)})"
+            text += f" (bound: at least {format_value(self.low)})"
         else:
-            text += f" (expected between {_fmt(self.low)} and {_fmt(self.high)})"
+            text += f" (expected between {format_value(self.low)} and {format_value(self.high)})"
         return text + (f"; {self.detail}" if self.detail else "")
 
 
@@ -76,7 +76,8 @@ class Record:
 RECORDS: list[Record] = []
 
 
-def _fmt(value) -> str:
+def format_value(value) -> str:
+    """A measured or reference value as checkpoint lines and the results appendix show it."""
     if isinstance(value, bool) or value is None:
         return str(value)
     value = float(value)
@@ -85,12 +86,13 @@ def _fmt(value) -> str:
     return f"{value:.3e}"
 
 
-def _tolerance_text(reference, rtol: float, atol: float) -> str:
+def tolerance_text(reference, rtol: float, atol: float) -> str:
+    """The tolerance of a ``close`` check in words: "± 0.025" or "within 5%"."""
     if atol and rtol:
-        return f"± {_fmt(atol + rtol * abs(reference))}"
+        return f"± {format_value(atol + rtol * abs(reference))}"
     if rtol:
         return f"within {rtol:.3g} relative" if rtol < 0.01 else f"within {100 * rtol:.3g}%"
-    return f"± {_fmt(atol)}"
+    return f"± {format_value(atol)}"
 
 
 def _number(name: str, value) -> float:
