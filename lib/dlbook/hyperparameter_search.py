@@ -10,6 +10,7 @@ the expected improvement is largest. Every search here maximises a score.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -142,6 +143,7 @@ def bayesian_optimization(objective: Callable[[np.ndarray], float], bounds, budg
 
     ``bounds`` has shape (dim, 2). The candidates and the initial points come from ``seed``.
     """
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
@@ -161,7 +163,9 @@ def bayesian_optimization(objective: Callable[[np.ndarray], float], bounds, budg
     noise = WhiteKernel(1e-6, noise_level_bounds=(1e-10, 1e-1))
     kernel = ConstantKernel(1.0) * Matern(length_scale=0.2 * width, nu=2.5) + noise
     while len(points) < budget:
-        gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0).fit(np.array(points), scores)
+        with warnings.catch_warnings():  # a noise level at its lower bound is expected for a noiseless objective
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            gp = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0).fit(np.array(points), scores)
         candidates = low + width * rng.random((num_candidates, len(bounds)))
         mean, std = gp.predict(candidates, return_std=True)
         chosen = candidates[np.argmax(expected_improvement(mean, std, max(scores)))]

@@ -102,6 +102,7 @@ class LotteryTicket(NamedTuple):
     masks: list[torch.Tensor]       # the final masks
     sparsities: list[float]         # the measured sparsity after each round
     initial_state: dict             # the rewound (initial) parameters, to retrain the ticket
+    round_masks: list               # the masks after each round (the last entry is ``masks``)
 
 
 def round_sparsities(sparsity: float, rounds: int) -> list[float]:
@@ -129,7 +130,7 @@ def iterative_magnitude_pruning(model: nn.Module, train: Callable[[nn.Module], o
     scope = check_choice("scope", scope, ("layer", "global"))
     targets = round_sparsities(sparsity, rounds)
     initial_state = copy.deepcopy(model.state_dict())
-    masks, measured = None, []
+    masks, measured, history = None, [], []
     for target in targets:
         net = copy.deepcopy(model)
         if masks is not None:
@@ -137,4 +138,5 @@ def iterative_magnitude_pruning(model: nn.Module, train: Callable[[nn.Module], o
         train(net)
         masks = magnitude_masks(model_weights(net), target, scope=scope, masks=masks)
         measured.append(sparsity_of(masks))
-    return LotteryTicket(masks, measured, initial_state)
+        history.append(masks)
+    return LotteryTicket(masks, measured, initial_state, history)

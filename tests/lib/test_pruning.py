@@ -112,6 +112,11 @@ def test_iterative_magnitude_pruning_rewinds_to_the_initial_weights():
     assert ticket.sparsities == pytest.approx([0.5, 0.75, 0.875], abs=1e-4)
     assert all(torch.equal(model.state_dict()[k], initial[k]) for k in initial)  # model untouched
     assert all(torch.equal(ticket.initial_state[k], initial[k]) for k in initial)
+    assert [pruning.sparsity_of(m) for m in ticket.round_masks] == ticket.sparsities
+    assert all(torch.equal(a, b) for a, b in zip(ticket.round_masks[-1], ticket.masks))
+    # Each round's mask prunes everything the previous round pruned.
+    for earlier, later in zip(ticket.round_masks, ticket.round_masks[1:]):
+        assert all(bool((b[a == 0] == 0).all()) for a, b in zip(earlier, later))
     # Every round restarts from W0 (masked): rewinding, not continued training.
     for state in trained[1:]:
         assert torch.equal(state["0.bias"], initial["0.bias"])
