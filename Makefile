@@ -11,7 +11,7 @@ CHROMIUM ?= /usr/bin/chromium
 export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
-.PHONY: setup book book-student test test-fast bench student grade system-packages clean
+.PHONY: setup book book-student pdf test test-latest test-fast bench student grade system-packages clean
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +26,17 @@ book: $(STAMP)
 book-student: $(STAMP)
 	$(BIN)/python tools/build_book.py --student
 
+# The whole book as one PDF (_build/pdf/), printed by the headless Chromium of the browser tests.
+pdf: setup
+	$(BIN)/python tools/build_pdf.py
+
 # Debian packages the tests drive, installed when missing: chromium for the browser
-# tests, bubblewrap for the grader's sandbox.
+# tests and the PDF, poppler-utils to read the PDF back, bubblewrap for the grader's sandbox.
 system-packages:
 	@missing=""; \
 	{ test -x $(CHROMIUM) || command -v chromium >/dev/null 2>&1; } || missing="chromium fonts-dejavu-core"; \
 	command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v pdftotext >/dev/null 2>&1 || missing="$$missing poppler-utils"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages for the tests:$$missing"; \
 	  SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \

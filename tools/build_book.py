@@ -62,11 +62,12 @@ def ensure_executed(allow_execute: bool, jobs: int = 2) -> list[Path]:
 
 
 def staged_config(edition: str) -> dict:
-    """_config.yml for rendering stored outputs; the student edition has no launch buttons."""
+    """_config.yml for rendering stored outputs; the student and PDF editions have no launch buttons."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "off"
     if edition == "student":
         config["title"] = f"{config['title']} (student edition)"
+    if edition in ("student", "pdf"):  # no launch, repository or issue buttons
         config.pop("launch_buttons", None)
         config["html"]["use_repository_button"] = False
         config["html"]["use_issues_button"] = False
