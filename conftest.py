@@ -28,7 +28,7 @@ import executed  # noqa: E402  (tools/executed.py)
 
 #: Seconds a chapter may take end to end on one core of a 2-core CPU.
 CHAPTER_BUDGET_S = float(os.environ.get("DLBOOK_CHAPTER_BUDGET_S", "60"))
-TIMINGS_FILE = ROOT / "_build" / "notebook-timings.json"
+TIMINGS_FILE = executed.EXECUTED.parent / "notebook-timings.json"
 
 os.environ.update({key: value for key, value in executed.ENVIRONMENT.items()
                    if key != "DLBOOK_NUM_THREADS"})

@@ -20,7 +20,8 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
-EXECUTED = ROOT / "_build" / "executed"
+#: Where executed chapters go; ``make test-latest`` points it elsewhere so its run never feeds the book.
+EXECUTED = Path(os.environ.get("DLBOOK_EXECUTED_DIR", ROOT / "_build" / "executed")).resolve()
 #: Notebook metadata key holding the inputs hash and the execution time.
 META_KEY = "dlbook_executed"
 #: Environment of every chapter execution, the same for nbval and the book build.

@@ -1,0 +1,76 @@
+"""`make test-latest`: every chapter against the newest dependencies the package's ranges allow.
+
+The book's own environment (.venv) is pinned by requirements.txt. A reader in
+Colab or in their own environment gets whatever pip resolves from the ranges
+in pyproject.toml instead, and those move. This command builds a throwaway
+environment in _build/latest/.venv, installs dlbook there non-editable from
+the repository (as the chapters' Colab set-up cell does, with the extras the
+chapters and nbval need) so that pip picks the newest release inside every
+range, records the versions it resolved, and runs every chapter under nbval.
+Its executed chapters go to _build/latest/executed and never feed the book.
+The report lands in _build/latest/report.txt.
+
+Runs with any Python 3 (standard library only).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LATEST = ROOT / "_build" / "latest"
+VENV = LATEST / ".venv"
+PYTHON = VENV / "bin" / "python"
+#: The packages whose versions the report names first.
+WATCHED = ("torch", "numpy", "scipy", "matplotlib", "scikit-learn", "scikit-image", "networkx", "gymnasium",
+           "ipywidgets", "nbval", "pytest", "ipykernel", "nbclient")
+
+
+def run(command: list[str], **options) -> subprocess.CompletedProcess:
+    print("+", " ".join(map(str, command)), flush=True)
+    return subprocess.run(command, cwd=ROOT, **options)
+
+
+def install() -> dict[str, str]:
+    """A fresh environment with dlbook from the repository and the newest dependencies; their versions."""
+    if VENV.exists():
+        shutil.rmtree(VENV)
+    LATEST.mkdir(parents=True, exist_ok=True)
+    run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
+    report = LATEST / "pip-report.json"
+    run([str(PYTHON), "-m", "pip", "install", "--quiet", "--report", str(report),
+         f"dlbook[coursework,test] @ {ROOT.as_uri()}"], check=True)
+    listed = run([str(PYTHON), "-m", "pip", "list", "--format", "json"], check=True, capture_output=True, text=True)
+    return {entry["name"].lower(): entry["version"] for entry in json.loads(listed.stdout)}
+
+
+def main() -> int:
+    start = time.perf_counter()
+    versions = install()
+    installed_at = time.perf_counter() - start
+    env = dict(os.environ, DLBOOK_EXECUTED_DIR=str(LATEST / "executed"))
+    result = run([str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "book", "-n", "2", "--dist", "loadscope",
+                  "-q"], env=env)
+    timings_file = LATEST / "notebook-timings.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
+    lines = ["make test-latest: every chapter against the newest dependencies allowed by pyproject.toml", "",
+             "resolved versions:"]
+    lines += [f"  {name:<14} {versions.get(name, 'not installed')}" for name in WATCHED]
+    lines += ["", f"install: {installed_at:.0f} s; chapters: {'all passed' if result.returncode == 0 else 'FAILED'}"]
+    lines += [f"  {Path(path).stem:<20} {seconds:6.1f} s" for path, seconds in sorted(timings.items())]
+    lines += [f"total: {time.perf_counter() - start:.0f} s", "", "every installed package:"]
+    lines += [f"  {name}=={version}" for name, version in sorted(versions.items())]
+    text = "\n".join(lines) + "\n"
+    (LATEST / "report.txt").write_text(text)
+    print(text)
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
