@@ -49,6 +49,11 @@ setup: $(STAMP) system-packages
 test:
 	$(PYTHON) tools/run_tests.py
 
+# Every chapter in a throwaway environment with the newest dependencies pyproject.toml allows
+# (tools/test_latest.py; report in _build/latest/report.txt).
+test-latest:
+	$(PYTHON) tools/test_latest.py
+
 # Everything except the notebooks and the browser tests: a quick check while editing lib/.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not browser and not built"

@@ -46,23 +46,31 @@ def install() -> dict[str, str]:
     report = LATEST / "pip-report.json"
     run([str(PYTHON), "-m", "pip", "install", "--quiet", "--report", str(report),
          f"dlbook[coursework,test] @ {ROOT.as_uri()}"], check=True)
+    return _installed()
+
+
+def _installed() -> dict[str, str]:
     listed = run([str(PYTHON), "-m", "pip", "list", "--format", "json"], check=True, capture_output=True, text=True)
     return {entry["name"].lower(): entry["version"] for entry in json.loads(listed.stdout)}
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """Usage: python tools/test_latest.py [--reuse] [chapter notebooks ...] (default: every chapter)."""
+    reuse = "--reuse" in argv and PYTHON.exists()
+    chapters = [arg for arg in argv if arg != "--reuse"] or ["book"]
     start = time.perf_counter()
-    versions = install()
+    versions = install() if not reuse else _installed()
     installed_at = time.perf_counter() - start
     env = dict(os.environ, DLBOOK_EXECUTED_DIR=str(LATEST / "executed"))
-    result = run([str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", "book", "-n", "2", "--dist", "loadscope",
-                  "-q"], env=env)
+    result = run([str(PYTHON), "-m", "pytest", "-p", "no:cacheprovider", *chapters, "-n", "2", "--dist",
+                  "loadscope", "-q"], env=env)
     timings_file = LATEST / "notebook-timings.json"
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     lines = ["make test-latest: every chapter against the newest dependencies allowed by pyproject.toml", "",
              "resolved versions:"]
     lines += [f"  {name:<14} {versions.get(name, 'not installed')}" for name in WATCHED]
-    lines += ["", f"install: {installed_at:.0f} s; chapters: {'all passed' if result.returncode == 0 else 'FAILED'}"]
+    verdict = "all passed" if result.returncode == 0 else "FAILED"
+    lines += ["", f"install: {installed_at:.0f} s; chapters ({' '.join(chapters)}): {verdict}"]
     lines += [f"  {Path(path).stem:<20} {seconds:6.1f} s" for path, seconds in sorted(timings.items())]
     lines += [f"total: {time.perf_counter() - start:.0f} s", "", "every installed package:"]
     lines += [f"  {name}=={version}" for name, version in sorted(versions.items())]
@@ -73,4 +81,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
