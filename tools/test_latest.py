@@ -43,9 +43,15 @@ def install() -> dict[str, str]:
     LATEST.mkdir(parents=True, exist_ok=True)
     run([sys.executable, "-m", "venv", str(VENV)], check=True)
     run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
+    source = LATEST / "source"  # a copy: building the wheel leaves nothing in the checkout
+    if source.exists():
+        shutil.rmtree(source)
+    shutil.copytree(ROOT / "lib", source / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     report = LATEST / "pip-report.json"
     run([str(PYTHON), "-m", "pip", "install", "--quiet", "--report", str(report),
-         f"dlbook[coursework,test] @ {ROOT.as_uri()}"], check=True)
+         f"dlbook[coursework,test] @ {source.as_uri()}"], check=True)
     return _installed()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -52,9 +53,13 @@ def test_installing_dlbook_keeps_the_numpy_torch_and_matplotlib_already_there(tm
     pins = [f"{name}=={version}" for name, version in PREINSTALLED.items()]
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", *pins], check=True)
     before = _versions(python)
+    source = tmp_path / "source"  # a copy: building the wheel leaves nothing in the checkout
+    shutil.copytree(ROOT / "lib", source / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     report_path = tmp_path / "report.json"
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", "--report", str(report_path),
-                    f"dlbook @ {ROOT.as_uri()}"], check=True)
+                    f"dlbook @ {source.as_uri()}"], check=True)
     report = json.loads(report_path.read_text())
     installed = {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in report["install"]}
     assert "dlbook" in installed, "pip's report must list the dlbook it installed"
