@@ -56,7 +56,7 @@ test-latest:
 
 # Everything except the notebooks and the browser tests: a quick check while editing lib/.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not browser and not built"
+	$(BIN)/python -m pytest tests -m "not browser and not built and not pdf"
 
 bench: $(STAMP)
 	$(BIN)/python -m dlbook bench

@@ -7,7 +7,8 @@ notebooks (nbval runs each chapter once, on both cores, and writes the
 executed chapters), executed chapters (every checkpoint cell left a record
 for the results appendix), book build and student build (rendered from the
 executed chapters, nothing executed again), browser tests (the built books
-and the live figures in JupyterLab). A phase whose inputs failed is skipped;
+and the live figures in JupyterLab), and, in the background from the end of
+the notebook phase, the PDF edition and its tests. A phase whose inputs failed is skipped;
 the command fails if any phase failed. The report, with each chapter's
 seconds, is printed and written to _build/test-report.txt.
 
@@ -34,7 +35,7 @@ PHASES = [
     ("install", ["make", "--no-print-directory", "setup"], ()),
     ("lint", [str(ROOT / ".venv" / "bin" / "ruff"), "check", "lib", "tests", "tools", "conftest.py"],
      ("install",)),
-    ("unit tests", PYTEST + ["tests", "-m", "not browser and not built", "-n", "2", "-q"]
+    ("unit tests", PYTEST + ["tests", "-m", "not browser and not built and not pdf", "-n", "2", "-q"]
      + [f"--ignore={path}" for path in GRADER_TESTS], ("install",)),
     # Each grader test module grades one folder in a module fixture: keep a module on one worker.
     ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "--dist", "loadscope", "-q"], ("install",)),
@@ -43,6 +44,13 @@ PHASES = [
     ("book build", [PYTHON, "tools/build_book.py", "--no-execute"], ("notebooks",)),
     ("student build", [PYTHON, "tools/build_book.py", "--student", "--no-execute"], ("book build",)),
     ("browser tests", PYTEST + ["tests/book", "-m", "browser", "-q"], ("book build", "student build")),
+]
+#: Phases that run in the background from the moment their inputs passed, beside the phases above
+#: (on two cores the PDF's printing overlaps the builds and the browser tests); their output is
+#: kept in _build/<name>.log and printed when they end.
+BACKGROUND = [
+    ("pdf", ["sh", "-c", f"{PYTHON} tools/build_pdf.py --no-execute && "
+                         f"{' '.join(PYTEST)} tests/book/test_pdf.py -m pdf -q"], ("notebooks",)),
 ]
 
 
@@ -71,9 +79,25 @@ def report(results: list[tuple[str, str, float]], total: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def start_background(name: str, command: list[str]) -> tuple[subprocess.Popen, float, Path]:
+    log = ROOT / "_build" / f"{name.replace(' ', '-')}.log"
+    log.parent.mkdir(exist_ok=True)
+    print(f"\n=== {name} (in the background, output in {log.relative_to(ROOT)}): {' '.join(command)}", flush=True)
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    return process, time.perf_counter(), log
+
+
+def finish_background(name: str, process: subprocess.Popen, started: float, log: Path) -> tuple[bool, float]:
+    ok = process.wait() == 0
+    seconds = time.perf_counter() - started
+    print(f"\n=== {name} (background) {'passed' if ok else 'FAILED'} after {seconds:.0f} s:\n{log.read_text()}",
+          flush=True)
+    return ok, seconds
+
+
 def main(argv: list[str]) -> int:
     only = set(argv)
-    unknown = only - {name for name, _, _ in PHASES}
+    unknown = only - {name for name, _, _ in PHASES + BACKGROUND}
     if unknown:
         print(f"run_tests: unknown phase(s) {sorted(unknown)}; phases: {[p[0] for p in PHASES]}")
         return 2
@@ -81,16 +105,39 @@ def main(argv: list[str]) -> int:
     passed: dict[str, bool] = {}
     results = []
     start = time.perf_counter()
+    running = {}
+
+    def inputs_passed(needs) -> bool:
+        return all(passed.get(need, need not in passed and bool(only)) for need in needs)
+
+    def start_ready_background():
+        if not passed.get("install"):
+            return
+        for name, command, needs in BACKGROUND:
+            if name in running or (only and name not in only) or any(need not in passed for need in needs
+                                                                      if not only):
+                continue
+            if inputs_passed(needs):
+                running[name] = start_background(name, command)
+
     for name, command, needs in PHASES:
+        start_ready_background()
         if only and name not in only and name != "install":
             continue
-        if any(not passed.get(need, need not in passed and bool(only)) for need in needs):
+        if not inputs_passed(needs):
             results.append((name, "skipped", 0.0))
             passed[name] = False
             continue
         ok, seconds = run_phase(name, command)
         passed[name] = ok
         results.append((name, "ok" if ok else "FAILED", seconds))
+    start_ready_background()
+    for name, command, needs in BACKGROUND:
+        if name in running:
+            ok, seconds = finish_background(name, *running[name])
+            results.append((f"{name} (bg)", "ok" if ok else "FAILED", seconds))
+        elif not only or name in only:
+            results.append((name, "skipped", 0.0))
     text = report(results, time.perf_counter() - start)
     print(text)
     REPORT.parent.mkdir(exist_ok=True)

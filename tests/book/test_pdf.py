@@ -20,7 +20,7 @@ from dlbook.coursework.workload import chapter_title  # noqa: E402
 
 import executed  # noqa: E402
 
-pytestmark = pytest.mark.browser
+pytestmark = pytest.mark.pdf
 APPENDICES = ["For instructors", "Every result in the book", "Notation", "Glossary", "Bibliography"]
 
 
