@@ -57,7 +57,7 @@ def predict_min_norm_error_by_ratio(num_params, num_samples, weight_std, noise_s
     alpha = N / d
     zero_fraction = max(0.0, 1 - alpha)
     rank = min(N, d)
-    trace_inverse = rank * d / (max(N, d) - rank - 1)       # E tr of the inverse Wishart (scale 1/d) of the non-zero part
+    trace_inverse = rank * d / (max(N, d) - rank - 1)   # E tr of the inverse Wishart (scale 1/d), non-zero part
     return weight_std ** 2 * zero_fraction + noise_std ** 2 * (1 + trace_inverse / d)
 
 

@@ -258,7 +258,7 @@ def _l1_sup_by_lp(c: np.ndarray, bound: float) -> float:
           kind="extend", difficulty=2, minutes=25,
           blocked=("dlbook.implicit_bias.rademacher_complexity_linear", "dlbook.implicit_bias.rademacher_bound_linear"),
           hint="sum_i sigma_i w.x_i = w.c with c = sum_i sigma_i x_i; on the l1 ball a linear function is "
-               "largest at a vertex +-B e_j (Hölder's inequality: w.c <= |w|_1 |c|_inf).")
+               "largest at a vertex +-rho e_j (Hölder's inequality: w.c <= |w|_1 |c|_inf).")
 def check_rademacher_l1(rademacher_l1, cases):
     """X (N, d) and signs (S, N) are float64 arrays, norm_bound a float; the answer is a float."""
     rng = np.random.default_rng(185)
