@@ -9,6 +9,7 @@ belongs. The build, with warnings as errors, checks that each reference resolves
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import nbformat
@@ -68,6 +69,15 @@ def test_every_term_link_resolves(page):
     entries = glossary_entries()
     missing = sorted({term for term in linked_terms(page) if term not in entries})
     assert not missing, f"{page.name} links terms the glossary does not define: {missing}"
+
+
+def test_glossary_is_in_alphabetical_order():
+    def key(term: str) -> str:  # accents and hyphens ignored, as a reader looks a term up
+        return unicodedata.normalize("NFKD", term).encode("ascii", "ignore").decode().replace("-", " ")
+
+    terms = list(glossary_entries())
+    misplaced = [(a, b) for a, b in zip(terms, terms[1:]) if key(a) > key(b)]
+    assert not misplaced, f"glossary entries out of alphabetical order: {misplaced}"
 
 
 def test_every_glossary_entry_is_linked_from_a_chapter():
