@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .nets import mlp
+from .nets import mlp, model_with_parameters
 from .runtime import generator
 from .train import accuracy
 from .validation import (
@@ -318,15 +318,6 @@ def local_sgd(model: nn.Module, X, y, shards, *, local_steps: int, rounds: int, 
         losses.append(float(loss_at(params, all_rows)))
     trained = model_with_parameters(model, params)
     return LocalSGDResult(trained, losses)
-
-
-def model_with_parameters(model: nn.Module, params: dict) -> nn.Module:
-    """A deep copy of ``model`` holding ``params`` ({name: tensor}, as from named_parameters) (Chapter 15)."""
-    trained = copy.deepcopy(model)
-    with torch.no_grad():
-        for name, p in trained.named_parameters():
-            p.copy_(params[name])
-    return trained
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from .data_parallel import model_with_parameters
+from .nets import model_with_parameters
 from .runtime import generator
 from .validation import as_tensor, check_float, check_int, describe
 

@@ -14,6 +14,7 @@ same networks as plain lists of ``(W, b)`` pairs (:func:`to_layers`,
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import NamedTuple
 
@@ -230,3 +231,12 @@ def forward(params, X, activation: str = "relu", *, return_hidden: bool = False)
             h = act(h)
             hidden.append(h)
     return (h, hidden) if return_hidden else h
+
+
+def model_with_parameters(model: nn.Module, params: dict) -> nn.Module:
+    """A deep copy of ``model`` holding ``params`` ({name: tensor}, as from named_parameters) (Chapter 15)."""
+    trained = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, p in trained.named_parameters():
+            p.copy_(params[name])
+    return trained

@@ -105,3 +105,11 @@ def test_layers_round_trip_and_forward():
 def test_bad_arguments_are_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_model_with_parameters_is_a_copy_holding_the_given_values():
+    model = nets.mlp([3, 4, 2], seed=0)
+    params = {name: torch.full_like(p, 0.5) for name, p in model.named_parameters()}
+    copy = nets.model_with_parameters(model, params)
+    assert all(torch.equal(p, params[name]) for name, p in copy.named_parameters())
+    assert not any(torch.equal(p, params[name]) for name, p in model.named_parameters())
