@@ -36,6 +36,24 @@ def run(command: list[str], **options) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, **options)
 
 
+def package_copy() -> Path:
+    """A copy of the package's sources: building the wheel leaves nothing in the checkout."""
+    source = LATEST / "source"
+    if source.exists():
+        shutil.rmtree(source)
+    shutil.copytree(ROOT / "lib", source / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    return source
+
+
+def reinstall_package() -> dict[str, str]:
+    """The current dlbook into the existing environment, its dependencies left as resolved before."""
+    run([str(PYTHON), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall",
+         f"dlbook @ {package_copy().as_uri()}"], check=True)
+    return _installed()
+
+
 def install() -> dict[str, str]:
     """A fresh environment with dlbook from the repository and the newest dependencies; their versions."""
     if VENV.exists():
@@ -43,12 +61,7 @@ def install() -> dict[str, str]:
     LATEST.mkdir(parents=True, exist_ok=True)
     run([sys.executable, "-m", "venv", str(VENV)], check=True)
     run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
-    source = LATEST / "source"  # a copy: building the wheel leaves nothing in the checkout
-    if source.exists():
-        shutil.rmtree(source)
-    shutil.copytree(ROOT / "lib", source / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
+    source = package_copy()
     report = LATEST / "pip-report.json"
     run([str(PYTHON), "-m", "pip", "install", "--quiet", "--report", str(report),
          f"dlbook[coursework,test] @ {source.as_uri()}"], check=True)
@@ -61,11 +74,14 @@ def _installed() -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    """Usage: python tools/test_latest.py [--reuse] [chapter notebooks ...] (default: every chapter)."""
+    """Usage: python tools/test_latest.py [--reuse] [chapter notebooks ...] (default: every chapter).
+
+    ``--reuse`` keeps the environment's dependencies and reinstalls only dlbook, for a quick rerun.
+    """
     reuse = "--reuse" in argv and PYTHON.exists()
     chapters = [arg for arg in argv if arg != "--reuse"] or ["book"]
     start = time.perf_counter()
-    versions = install() if not reuse else _installed()
+    versions = reinstall_package() if reuse else install()
     installed_at = time.perf_counter() - start
     # Compatibility is the question here; the 60 s budget per chapter is the test command's to enforce.
     env = dict(os.environ, DLBOOK_EXECUTED_DIR=str(LATEST / "executed"), DLBOOK_CHAPTER_BUDGET_S="600")
