@@ -36,7 +36,7 @@ def top_eigenpairs(C, k, start, num_iterations):
 
 
 def top_eigenpairs_in_numpy(C, k, start, num_iterations):
-    C, start = np.array(C), np.array(start)
+    C, start = torch.as_tensor(C).numpy(), torch.as_tensor(start).numpy()
     values, vectors = [], []
     for j in range(k):
         v = start[:, j] / np.linalg.norm(start[:, j])
