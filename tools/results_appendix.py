@@ -25,6 +25,8 @@ RESULTS_MARKER = "<!-- results -->"
 TIMES_MARKER = "<!-- chapter-times -->"
 #: A code cell that calls the checkpoint helper; it must leave at least one record.
 CHECKPOINT_CALL = re.compile(r"\bcheckpoint\.(?:close|below|above|between|holds)\(")
+#: A cell whose checks run only at full scale (DLBOOK_SCALE=full), which the book never runs.
+FULL_SCALE_ONLY = re.compile(r"""\bscale\(\)\s*==\s*["']full["']""")
 
 
 def cell_records(cell) -> list[Record]:
@@ -40,9 +42,14 @@ def records(notebook) -> list[tuple[str, Record]]:
 
 
 def silent_checkpoint_cells(notebook) -> list[str]:
-    """Ids of code cells that call the checkpoint helper but carry no record in their outputs."""
+    """Ids of code cells that call the checkpoint helper but carry no record in their outputs.
+
+    A cell whose checks are guarded by ``runtime.scale() == "full"`` is exempt: at the book's
+    default scale it runs none of them.
+    """
     return [cell.get("id", "?") for cell in notebook.cells
-            if cell.cell_type == "code" and CHECKPOINT_CALL.search(cell.source) and not cell_records(cell)]
+            if cell.cell_type == "code" and CHECKPOINT_CALL.search(cell.source)
+            and not FULL_SCALE_ONLY.search(cell.source) and not cell_records(cell)]
 
 
 def _markdown_text(text: str) -> str:

@@ -149,7 +149,10 @@ def _show(record: Record) -> None:
     from IPython.display import display
 
     sys.stdout.flush()
-    display({"text/plain": record.line()}, metadata={METADATA_KEY: asdict(record)}, raw=True)
+    # JSON has no infinity: an infinite bound travels as the string "inf" (float("inf") reads it back).
+    fields = {key: str(value) if isinstance(value, float) and not math.isfinite(value) else value
+              for key, value in asdict(record).items()}
+    display({"text/plain": record.line()}, metadata={METADATA_KEY: fields}, raw=True)
 
 
 def close(label: str, measured, expected, *, rtol: float = 0.0, atol: float = 0.0,

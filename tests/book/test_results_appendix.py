@@ -67,6 +67,20 @@ def test_a_checkpoint_cell_without_a_record_is_found(executed_chapter):
     assert results_appendix.silent_checkpoint_cells(notebook) == [notebook.cells[1].id]
 
 
+def test_full_scale_only_checkpoint_cells_are_exempt(executed_chapter):
+    notebook = nbformat.read(executed_chapter, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        'if runtime.scale() == "full":\n    checkpoint.above("x", run(), 0.9)\nelse:\n    print("full scale only")'))
+    assert results_appendix.silent_checkpoint_cells(notebook) == []
+
+
+def test_an_infinite_bound_from_a_notebook_is_shown(executed_chapter):
+    notebook = nbformat.read(executed_chapter, as_version=4)
+    record = dict(notebook.cells[1].outputs[1]["metadata"][checkpoint.METADATA_KEY], high="inf")
+    notebook.cells[1].outputs[1]["metadata"][checkpoint.METADATA_KEY] = record
+    assert "| 2 | error\\_rate | 0.01 | ≤ inf | bound |" in results_appendix.chapter_table(notebook)
+
+
 def test_chapter_times_table(executed_chapter):
     text = results_appendix.with_chapter_times("before\n<!-- chapter-times -->\nafter", [executed_chapter])
     assert "| {doc}`7. A chapter <07_chapter>` | 3 | 12 s |" in text and "<!--" not in text

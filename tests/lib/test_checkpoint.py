@@ -86,13 +86,15 @@ def test_in_a_kernel_the_output_carries_the_record():
     code = ("from dlbook import checkpoint\n"
             "print('before')\n"
             "checkpoint.close('two plus two', 2 + 2, 4, atol=1e-12)\n"
+            "checkpoint.below('no bound at all', 3.0, float('inf'))\n"
             "checkpoint.between('a fraction', 0.25, 0, 1)")  # last line: no Record shown after it
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     nbclient.NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
     outputs = notebook.cells[0].outputs
     assert outputs[0]["output_type"] == "stream" and outputs[0]["text"] == "before\n"
-    assert len(outputs) == 3, "a checkpoint on the cell's last line shows its line only"
+    assert len(outputs) == 4, "a checkpoint on the cell's last line shows its line only"
     records = [out["metadata"][checkpoint.METADATA_KEY] for out in outputs[1:]]
-    assert [r["label"] for r in records] == ["two plus two", "a fraction"]
-    assert records[0]["reference"] == 4 and records[0]["atol"] == 1e-12 and records[1]["high"] == 1
+    assert [r["label"] for r in records] == ["two plus two", "no bound at all", "a fraction"]
+    assert records[1]["high"] == "inf", "an infinite bound must reach the notebook as JSON"
+    assert records[0]["reference"] == 4 and records[0]["atol"] == 1e-12 and records[2]["high"] == 1
     assert outputs[1]["data"]["text/plain"] == checkpoint.Record(**records[0]).line()
