@@ -127,3 +127,13 @@ def test_instructors_page_gets_the_workload_table():
     for path in CHAPTERS:
         number = int(path.name[:2])
         assert f"| {number}. " in table, path.name
+
+
+def test_course_plans_name_registered_exercises_of_the_kind_they_say():
+    from dlbook.exercises import core
+
+    page = (ROOT / "book" / "instructors.md").read_text()
+    named = re.findall(r"\b(\d{1,2}\.\d) (extend|predict|derive|transcribe)\b", page)
+    assert len(named) >= 30, "the course plans name the exercises to assign"
+    wrong = [(eid, kind, core.get_exercise(eid).kind) for eid, kind in named if core.get_exercise(eid).kind != kind]
+    assert not wrong, f"exercises named with the wrong kind (id, page, registry): {wrong}"
