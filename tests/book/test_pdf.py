@@ -39,8 +39,9 @@ def pages(pdf) -> list[str]:
 
 
 def _squeezed(text: str) -> str:
-    """Text without whitespace: lines that wrap in the PDF still match."""
-    return re.sub(r"\s+", "", text)
+    """Text without whitespace and hyphens: lines that wrap in the PDF still match (pdftotext
+    drops the hyphen where a line breaks after one, "1.000e-10" becoming "1.000e10")."""
+    return re.sub(r"[\s\-\u00ad\u2010]+", "", text)
 
 
 def test_page_count_fits_the_number_of_chapters(pdf):
