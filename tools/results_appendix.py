@@ -1,7 +1,7 @@
 """The results appendix and the chapter-time table, made from the executed chapters.
 
-Every checkpoint a chapter runs shows its line as an output whose metadata
-carries the checkpoint's record (dlbook.checkpoint.METADATA_KEY). The book
+Every checkpoint a chapter runs prints its line and leaves its record in the
+metadata of an empty output (dlbook.checkpoint.METADATA_KEY). The book
 build replaces the marker ``<!-- results -->`` of book/results.md with one
 table per chapter built from those records: what was measured, the value, what
 it was compared with, the tolerance, and the machine the chapter ran on. The

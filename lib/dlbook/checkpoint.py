@@ -10,11 +10,11 @@ Every number a chapter states is measured by a cell and checked here::
 A checkpoint is a statement: it returns nothing (so a cell that ends with
 one shows only its line). Each call raises ``AssertionError`` (with the same line) when the relation
 fails, prints ``✅ label: measured ... (relation)`` when it holds, and appends
-a :class:`Record` to :data:`RECORDS`. In a Jupyter kernel the line is shown
-as a display output whose metadata carries the record (key
-:data:`METADATA_KEY`), so the executed chapter holds every result it measured
-and the book's results appendix is built from those records, not from the
-text. With the environment variable ``DLBOOK_CHECKPOINT_LOG`` set to a file
+a :class:`Record` to :data:`RECORDS`. In a Jupyter kernel the record also
+travels in the metadata of an empty display output after the line (key
+:data:`METADATA_KEY`; nothing visible), so the executed chapter holds every
+result it measured and the book's results appendix is built from those
+records, not from the text. With the environment variable ``DLBOOK_CHECKPOINT_LOG`` set to a file
 path, each record is also appended to that file as one JSON line. A plain ``assert`` stays right where the check is
 about the code, not a result the text reports (a shape, a type, an exact
 identity used as a precondition).
@@ -25,7 +25,6 @@ import json
 import math
 import numbers
 import os
-import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ from .validation import check_float, describe
 
 #: Environment variable naming a JSON-lines file that collects every record.
 LOG_ENV = "DLBOOK_CHECKPOINT_LOG"
-#: Key of the record in the metadata of the output a checkpoint shows in a Jupyter kernel.
+#: Key of the record in the metadata of the (empty) output a checkpoint leaves in a Jupyter kernel.
 METADATA_KEY = "dlbook_checkpoint"
 
 
@@ -142,17 +141,16 @@ def _in_kernel() -> bool:
 
 
 def _show(record: Record) -> None:
-    """Print the record's line; in a kernel, as an output that also carries the record."""
+    """Print the record's line; in a kernel, leave the record itself in an empty output after it."""
+    print(record.line(), flush=True)
     if not _in_kernel():
-        print(record.line(), flush=True)
         return
     from IPython.display import display
 
-    sys.stdout.flush()
     # JSON has no infinity: an infinite bound travels as the string "inf" (float("inf") reads it back).
     fields = {key: str(value) if isinstance(value, float) and not math.isfinite(value) else value
               for key, value in asdict(record).items()}
-    display({"text/plain": record.line()}, metadata={METADATA_KEY: fields}, raw=True)
+    display({"text/html": ""}, metadata={METADATA_KEY: fields}, raw=True)
 
 
 def close(label: str, measured, expected, *, rtol: float = 0.0, atol: float = 0.0,

@@ -23,7 +23,7 @@ import executed  # noqa: E402
 
 
 def _output(record: checkpoint.Record) -> dict:
-    return nbformat.v4.new_output("display_data", data={"text/plain": record.line()},
+    return nbformat.v4.new_output("display_data", data={"text/html": ""},
                                   metadata={checkpoint.METADATA_KEY: record.__dict__})
 
 
