@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from .runtime import in_kernel
 from .validation import check_float, describe
 
 #: Environment variable naming a JSON-lines file that collects every record.
@@ -131,19 +132,10 @@ def _finish(record: Record) -> None:
         raise AssertionError(record.line())
 
 
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
 def _show(record: Record) -> None:
     """Print the record's line; in a kernel, leave the record itself in an empty output after it."""
     print(record.line(), flush=True)
-    if not _in_kernel():
+    if not in_kernel():
         return
     from IPython.display import display
 

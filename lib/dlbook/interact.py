@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from .runtime import in_book_build
+from .runtime import in_book_build, in_kernel
 from .validation import check_int, describe
 
 #: Environment variable that forces the mode: "static" or "live".
@@ -277,16 +277,6 @@ def _format_value(value) -> str:
 # Mode
 # --------------------------------------------------------------------------
 
-def _in_kernel() -> bool:
-    """True when running inside an IPython kernel (Jupyter, Colab), not a terminal."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
 def _have_widgets() -> bool:
     try:
         import ipywidgets  # noqa: F401
@@ -307,7 +297,7 @@ def figure_mode() -> str:
     if forced:
         raise ValueError(f"{FIGURES_ENV} must be 'static' or 'live', "
                          f"got {os.environ[FIGURES_ENV]!r}")
-    if in_book_build() or not _in_kernel() or not _have_widgets():
+    if in_book_build() or not in_kernel() or not _have_widgets():
         return "static"
     return "live"
 

@@ -29,6 +29,16 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules
 
 
+def in_kernel() -> bool:
+    """True when running inside an IPython kernel (Jupyter, Colab), not a terminal."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
 def in_ci() -> bool:
     """True on a continuous-integration runner (CI=true or a test run)."""
     return os.environ.get("CI", "").lower() in ("1", "true", "yes") or "PYTEST_CURRENT_TEST" in os.environ

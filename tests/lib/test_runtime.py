@@ -90,3 +90,7 @@ def test_scale_switch(monkeypatch):
     monkeypatch.setenv(runtime.SCALE_ENV, "huge")
     with pytest.raises(ValueError, match="DLBOOK_SCALE"):
         runtime.scale()
+
+
+def test_a_test_run_is_not_a_kernel():
+    assert runtime.in_kernel() is False
