@@ -15,6 +15,10 @@ Used by the interactive-figure tests and the tests of the built book::
 The Chromium binary is DLBOOK_CHROMIUM, else ``chromium`` on the PATH, else
 /usr/bin/chromium; Playwright's own downloaded browsers are not needed.
 
+``built_book(edition)`` builds one edition of the book from the executed
+chapters (instant when nothing changed) under a lock, so that test workers
+running side by side never stage the same sources at once.
+
 ``run_jupyterlab(root_dir)`` starts a throwaway JupyterLab for tests of live
 widgets: localhost only, no token, nothing fetched from the network and
 nothing read from or written to the user's Jupyter folders.
@@ -22,6 +26,7 @@ nothing read from or written to the user's Jupyter folders.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import http.server
 import importlib.util
@@ -40,6 +45,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+#: The built editions of the book (tools/build_book.py).
+BOOK_HTML = {"reference": ROOT / "_build" / "html", "student": ROOT / "_build" / "student-html"}
+
 #: Environment variable naming the Chromium (or Chrome) binary to use.
 CHROMIUM_ENV = "DLBOOK_CHROMIUM"
 
@@ -56,6 +65,17 @@ CHROMIUM_ARGS = [
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 NETWORK_SCHEMES = {"http", "https", "ws", "wss", "ftp"}
+
+
+def built_book(edition: str = "reference") -> Path:
+    """Build ``edition`` of the book if its sources changed (one builder at a time); return its folder."""
+    lock_path = ROOT / "_build" / ".build-book.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        options = ["--student"] if edition == "student" else []
+        subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), *options], check=True, cwd=ROOT)
+    return BOOK_HTML[edition]
 
 
 def chromium_path() -> str | None:

@@ -18,3 +18,11 @@ collect_ignore_glob = ["fixtures/*"]
 import dlbook.exercises  # noqa: E402
 
 dlbook.exercises.load_all()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print what tests measured (``record_property("measured", text)``), also from xdist workers."""
+    for report in terminalreporter.stats.get("passed", []):
+        for name, text in getattr(report, "user_properties", []):
+            if name == "measured":
+                terminalreporter.write_line(text)

@@ -24,9 +24,11 @@ BOOK = ROOT / "book"
 EXECUTED = Path(os.environ.get("DLBOOK_EXECUTED_DIR", ROOT / "_build" / "executed")).resolve()
 #: Notebook metadata key holding the inputs hash and the execution time.
 META_KEY = "dlbook_executed"
-#: Environment of every chapter execution, the same for nbval and the book build.
+#: Environment of every chapter execution, the same for nbval and the book build. The inline
+#: backend puts each plt.show() into the outputs (under Agg the figures would silently vanish).
 ENVIRONMENT = {"DLBOOK_FIGURES": "static", "DLBOOK_CHECKS": "strict", "DLBOOK_BOOK_BUILD": "1",
-               "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0", "DLBOOK_NUM_THREADS": "1", "DLBOOK_SCALE": "default"}
+               "MPLBACKEND": "module://matplotlib_inline.backend_inline", "PYTHONHASHSEED": "0",
+               "DLBOOK_NUM_THREADS": "1", "DLBOOK_SCALE": "default"}
 
 
 def chapters() -> list[Path]:

@@ -43,7 +43,8 @@ PHASES = [
     ("executed chapters", PYTEST + ["tests/book", "-m", "built", "-q"], ("notebooks",)),
     ("book build", [PYTHON, "tools/build_book.py", "--no-execute"], ("notebooks",)),
     ("student build", [PYTHON, "tools/build_book.py", "--student", "--no-execute"], ("book build",)),
-    ("browser tests", PYTEST + ["tests/book", "-m", "browser", "-q"], ("book build", "student build")),
+    # Both cores: the tests build the books under a lock (a no-op here) and each worker has its own Chromium.
+    ("browser tests", PYTEST + ["tests/book", "-m", "browser", "-n", "2", "-q"], ("book build", "student build")),
 ]
 #: Phases that run in the background from the moment their inputs passed, beside the phases above
 #: (on two cores the PDF's printing overlaps the builds and the browser tests); their output is

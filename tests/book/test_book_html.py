@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import html
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from browser_util import launch_chromium, record_requests, serve_directory
+from browser_util import BOOK_HTML, built_book, launch_chromium, record_requests, serve_directory
 
 ROOT = Path(__file__).resolve().parents[2]
-HTML = ROOT / "_build" / "html"
+HTML = BOOK_HTML["reference"]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHAPTERS = sorted(path.stem for path in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 
@@ -23,8 +21,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def site():
     """Build the book from the executed chapters (instant when nothing changed) and serve it."""
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py")], check=True, cwd=ROOT)
-    with serve_directory(HTML) as base_url:
+    with serve_directory(built_book("reference")) as base_url:
         yield base_url
 
 
@@ -77,6 +74,14 @@ def test_intro_page_opens_offline(site, browser):
     page.close()
 
 
+def _figures_shown(chapter: str) -> int:
+    """How many matplotlib figures the chapter's code shows."""
+    import nbformat
+
+    notebook = nbformat.read(ROOT / "book" / f"{chapter}.ipynb", as_version=4)
+    return sum(cell.source.count("plt.show()") for cell in notebook.cells if cell.cell_type == "code")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
     page, requests, errors = _open(browser, f"{site}book/{chapter}.html")
@@ -102,21 +107,21 @@ def test_chapter_figures_math_and_no_external_requests(site, browser, chapter):
     solutions = page.locator("details.hide.above-input")
     assert solutions.count() >= 3
     assert all(solutions.nth(i).get_attribute("open") is None for i in range(solutions.count()))
+    # Static figures: one picture in the page for every plt.show() of the chapter.
+    pictures = page.locator("div.cell_output img:not(.dlbook-interact-frame)").count()
+    assert pictures >= _figures_shown(chapter), f"{chapter}: {pictures} static figures in the page"
     assert requests.external() == [], requests.external()
     assert errors == []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     figures.first.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / f"{chapter}.png"))
-    page.screenshot(path=str(SCREENSHOTS / f"{chapter}-full.png"), full_page=True)
     page.close()
 
 
 @pytest.fixture(scope="module")
 def student_site(site):
     """The student edition of the book, built from the same executed chapters."""
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--student"],
-                   check=True, cwd=ROOT)
-    return ROOT / "_build" / "student-html"
+    return built_book("student")
 
 
 def _page_text(path: Path) -> str:

@@ -168,7 +168,7 @@ def operate_first_control(page, figure) -> str:
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_live_figures_rerender_in_jupyterlab(browser, lab, chapter, capsys):
+def test_live_figures_rerender_in_jupyterlab(browser, lab, chapter, record_property):
     url, root, server_seconds = lab
     source = ROOT / "book" / f"{chapter}.ipynb"
     assert source.is_file(), f"no chapter {source}"
@@ -210,11 +210,11 @@ def test_live_figures_rerender_in_jupyterlab(browser, lab, chapter, capsys):
             timings.append((expected[index], action, seconds))
             assert error_outputs(figure) == [], f"{chapter}, figure {index}: {action} showed an error"
 
-        with capsys.disabled():
-            print(f"\nlive figures of {chapter} in JupyterLab: server started in {server_seconds:.1f} s, "
-                  f"notebook open with an idle kernel in {kernel_seconds:.1f} s, all cells ran in {run_seconds:.1f} s")
-            for cell_id, action, seconds in timings:
-                print(f"  {cell_id}: {action}: new image {seconds:.2f} s after the input")
+        record_property("measured", "\n".join(
+            [f"live figures of {chapter} in JupyterLab: server started in {server_seconds:.1f} s, notebook open "
+             f"with an idle kernel in {kernel_seconds:.1f} s, all cells ran in {run_seconds:.1f} s"]
+            + [f"  {cell_id}: {action}: new image {seconds:.2f} s after the input"
+               for cell_id, action, seconds in timings]))
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / f"live-{chapter}.png"))
         assert error_outputs(page) == []
