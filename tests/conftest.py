@@ -20,6 +20,12 @@ import dlbook.exercises  # noqa: E402
 dlbook.exercises.load_all()
 
 
+def pytest_collection_modifyitems(items):
+    """Tests marked slow first: on two workers they then run beside the many short ones
+    instead of ending the run alone on one worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print what tests measured (``record_property("measured", text)``), also from xdist workers."""
     for report in terminalreporter.stats.get("passed", []):

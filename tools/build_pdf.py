@@ -125,8 +125,7 @@ def print_pdf(page_path: Path, target: Path) -> list[str]:
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
                                timeout=120_000)
         page.evaluate("() => MathJax.startup.promise")
-        titles = page.evaluate(PREPARE_JS, PRINT_CSS)
-        page.emulate_media(media="print")
+        titles = page.evaluate(PREPARE_JS, PRINT_CSS)  # page.pdf lays the page out for print media itself
         footer = ('<div style="font-size:8pt;width:100%;text-align:center;color:#555">'
                   '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
         page.pdf(path=str(target), format="A4", print_background=True, outline=True, tagged=True,

@@ -1,4 +1,4 @@
-"""The PDF edition: the whole book in one file, read back with poppler's pdftotext and pdfinfo."""
+"""The PDF edition: the whole book in one file, read back with poppler's pdftotext, pdfinfo and pdfimages."""
 from __future__ import annotations
 
 import re
@@ -26,8 +26,8 @@ APPENDICES = ["For instructors", "Every result in the book", "Notation", "Glossa
 
 @pytest.fixture(scope="module")
 def pdf() -> Path:
-    if not (shutil.which("pdftotext") and shutil.which("pdfinfo")):
-        pytest.skip("poppler-utils (pdftotext, pdfinfo) is not installed: make setup installs it")
+    if not all(shutil.which(tool) for tool in ("pdftotext", "pdfinfo", "pdfimages")):
+        pytest.skip("poppler-utils (pdftotext, pdfinfo, pdfimages) is not installed: make setup installs it")
     return build_pdf.build(allow_execute=False)
 
 
@@ -76,3 +76,23 @@ def test_a_sample_of_checkpoint_lines_is_printed(pages):
 def test_math_is_typeset_not_left_as_tex(pages):
     text = " ".join(pages)
     assert "\\frac" not in text and "$$" not in text
+
+
+def _figures_in_executed_chapters() -> int:
+    """Static pictures plus interactive figures (each printed at its default frame)."""
+    count = 0
+    for chapter in executed.chapters():
+        notebook = nbformat.read(executed.executed_path(chapter), as_version=4)
+        for cell in notebook.cells:
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                count += "image/png" in data or 'class="dlbook-interact"' in data.get("text/html", "")
+    return count
+
+
+def test_every_figure_is_printed(pdf):
+    listing = subprocess.run(["pdfimages", "-list", str(pdf)], check=True, capture_output=True, text=True).stdout
+    images = [line for line in listing.splitlines()[2:] if line.split() and line.split()[2] == "image"]
+    expected = _figures_in_executed_chapters()
+    assert expected > 100
+    assert len(images) >= expected, f"{len(images)} pictures in the PDF, {expected} figures in the chapters"

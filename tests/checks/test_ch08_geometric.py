@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+import pytest
 import torch
 
 import dlbook.exercises.checks.ch08_geometric as geometric
@@ -365,6 +366,7 @@ def test_wl_pairs_include_both_answers():
     assert any(answers) and not all(answers)
 
 
+@pytest.mark.slow
 def test_slow_attention_fails_on_time():
     def gat_by_a_loop(X, A, W, a):
         Z = X @ W

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scipy.stats import norm
 
 import dlbook.exercises.checks.ch13_robustness as checks
@@ -182,6 +183,7 @@ def test_expected_values_are_right():
     assert abs(clean - norm.cdf(3)) < 0.002 and abs(attacked - norm.cdf(-3)) < 0.002
 
 
+@pytest.mark.slow
 def test_references_pass_on_their_own():
     for eid, references in REFERENCES.items():
         for reference in references if isinstance(references, list) else [references]:

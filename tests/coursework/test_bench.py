@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from dlbook.coursework import bench
 from dlbook.coursework.cli import main
@@ -24,6 +25,7 @@ def _tiny_chapter(path):
     nbformat.write(notebook, path)
 
 
+@pytest.mark.slow
 def test_bench_times_a_chapter_and_its_figures(tmp_path, capsys):
     _tiny_chapter(tmp_path / "01_tiny.ipynb")
     assert main(["bench", "--book", str(tmp_path), "--json", str(tmp_path / "bench.json")]) == 0

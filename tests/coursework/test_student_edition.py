@@ -154,6 +154,7 @@ def test_the_argument_catches_a_cell_that_calls_a_stub():
     assert any("not inside the body" in p for p in student_edition_problems(nb, "fixture"))
 
 
+@pytest.mark.slow
 def test_fixture_student_edition_runs_with_errors_only_in_exercise_cells(monkeypatch, tmp_path):
     """Check cells print failures instead of raising (DLBOOK_CHECKS unset)."""
     master = nbformat.read(FIXTURE, as_version=4)

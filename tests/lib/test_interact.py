@@ -277,6 +277,7 @@ def test_bad_arguments_name_the_argument(kwargs, error, match):
         static_html(**arguments)
 
 
+@pytest.mark.slow
 def test_max_frames_can_be_raised_deliberately():
     keys, _ = render_frames(plot_ignoring, {"slope": [1.0], "ignored": list(range(70))},
                             max_frames=70)
@@ -320,6 +321,7 @@ def test_static_figure_logs_timings_when_asked(tmp_path, monkeypatch):
     assert record["update_s"] > 0 and record["precompute_s"] > 0
 
 
+@pytest.mark.slow
 def test_live_mode_in_a_real_kernel_shows_widgets(monkeypatch):
     """In a kernel with DLBOOK_FIGURES=live the cell outputs a widget view, not static HTML."""
     import nbformat
