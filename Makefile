@@ -16,14 +16,16 @@ export PYTHONHASHSEED := 0
 
 # torch is installed by pip, which honours the machine's pip configuration (here: a local CPU
 # build); everything else, torch's dependencies included, by uv when it can be had (several
-# times faster than pip), else by pip. The same pins of requirements.txt either way.
+# times faster than pip), else by pip. The same pins of requirements.txt either way. uv is told
+# to compile the bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set, a package without
+# it is compiled again by every process that imports it (about 6 s for a chapter's imports).
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-deps $$(grep '^torch==' requirements.txt)
 	grep -v '^torch==' requirements.txt > $(VENV)/requirements-without-torch.txt
 	if $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); then \
-	  $(BIN)/uv pip install --quiet --python $(BIN)/python -r $(VENV)/requirements-without-torch.txt; \
+	  $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r $(VENV)/requirements-without-torch.txt; \
 	else \
 	  echo "uv could not be installed: installing with pip"; \
 	  $(BIN)/python -m pip install --quiet -r requirements.txt; \

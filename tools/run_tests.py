@@ -35,7 +35,10 @@ PHASES = [
     ("install", ["make", "--no-print-directory", "setup"], ()),
     ("lint", [str(ROOT / ".venv" / "bin" / "ruff"), "check", "lib", "tests", "tools", "conftest.py"],
      ("install",)),
-    ("unit tests", PYTEST + ["tests", "-m", "not browser and not built and not pdf", "-n", "2", "-q"]
+    # Work stealing: the contract tests take up to seconds each, the rest milliseconds; a worker that
+    # runs out takes tests from the other instead of waiting for its batch of slow ones to end.
+    ("unit tests", PYTEST + ["tests", "-m", "not browser and not built and not pdf", "-n", "2",
+                             "--dist", "worksteal", "-q"]
      + [f"--ignore={path}" for path in GRADER_TESTS], ("install",)),
     # Each grader test module grades one folder in a module fixture: keep a module on one worker.
     ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "--dist", "loadscope", "-q"], ("install",)),
@@ -103,6 +106,9 @@ def main(argv: list[str]) -> int:
         print(f"run_tests: unknown phase(s) {sorted(unknown)}; phases: {[p[0] for p in PHASES]}")
         return 2
     os.environ.setdefault("MPLBACKEND", "Agg")
+    # Bytecode caches (the interpreter's, and pytest's rewritten test modules) are written: the run
+    # starts some sixty Python processes, and each would otherwise compile what it imports again.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     passed: dict[str, bool] = {}
     results = []
     start = time.perf_counter()
