@@ -1,20 +1,19 @@
 """The test command (`make test`): every phase in order, timed, with one report at the end.
 
 Phases: install (the virtual environment and the Debian packages the tests
-drive), lint (ruff), notebooks (nbval runs each chapter once, on both cores,
-and writes the executed chapters), executed chapters (every checkpoint cell
-left a record for the results appendix), unit tests (tests/lib,
-tests/checks, the student edition and benchmark tools), grader tests
-(tests/coursework/test_grader*), book build and student build (rendered
-from the executed chapters, nothing executed again) and browser tests (the
-built books and the live figures in JupyterLab). The PDF edition and its
-tests run in the background from the end of the notebook phase: their CPU
-work fills the gaps the later phases leave on the two cores. The notebooks
-run first and alone, so the chapters' times are measured as DESIGN.md
-budgets them (two at a time on two cores). A phase whose inputs failed is
-skipped; the command fails if any phase failed. The report, with each
-phase's wall and CPU seconds and each chapter's seconds, is printed and
-written to _build/test-report.txt.
+drive), lint (ruff), unit tests (tests/lib, tests/checks, the student
+edition and benchmark tools), grader tests (tests/coursework/test_grader*),
+notebooks (nbval runs each chapter once, on both cores, and writes the
+executed chapters), executed chapters (every checkpoint cell left a record
+for the results appendix), book build and student build (rendered from the
+executed chapters, nothing executed again) and browser tests (the built
+books and the live figures in JupyterLab). The PDF edition and its tests run
+in the background from the end of the notebook phase, beside the builds and
+the browser tests. The tests with time limits and the notebooks (whose times
+DESIGN.md budgets, two chapters at a time) run with nothing beside them. A
+phase whose inputs failed is skipped; the command fails if any phase failed.
+The report (each phase's seconds, how busy the cores were meanwhile, and each
+chapter's seconds) is printed and written to _build/test-report.txt.
 
 Runs with any Python 3 (standard library only): the phases run in .venv.
 """
@@ -22,9 +21,9 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,8 +39,6 @@ PHASES = [
     ("install", ["make", "--no-print-directory", "setup"], ()),
     ("lint", [str(ROOT / ".venv" / "bin" / "ruff"), "check", "lib", "tests", "tools", "conftest.py"],
      ("install",)),
-    ("notebooks", PYTEST + ["book", "-n", "2", "--dist", "loadscope", "-q"], ("install",)),
-    ("executed chapters", PYTEST + ["tests/book", "-m", "built", "-q"], ("notebooks",)),
     # Work stealing: the contract tests take up to seconds each, the rest milliseconds; a worker that
     # runs out takes tests from the other instead of waiting for its batch of slow ones to end.
     ("unit tests", PYTEST + ["tests", "-m", "not browser and not built and not pdf", "-n", "2",
@@ -49,31 +46,44 @@ PHASES = [
      + [f"--ignore={path}" for path in GRADER_TESTS], ("install",)),
     # Each grader test module grades one folder in a module fixture: keep a module on one worker.
     ("grader tests", PYTEST + GRADER_TESTS + ["-n", "2", "--dist", "loadscope", "-q"], ("install",)),
+    ("notebooks", PYTEST + ["book", "-n", "2", "--dist", "loadscope", "-q"], ("install",)),
+    ("executed chapters", PYTEST + ["tests/book", "-m", "built", "-q"], ("notebooks",)),
     ("book build", [PYTHON, "tools/build_book.py", "--no-execute"], ("notebooks",)),
     ("student build", [PYTHON, "tools/build_book.py", "--student", "--no-execute"], ("book build",)),
     # Both cores, each worker with its own Chromium.
     ("browser tests", PYTEST + ["tests/book", "-m", "browser", "-n", "2", "-q"], ("book build", "student build")),
 ]
 #: Phases that run in the background from the moment their inputs passed, beside the phases above
-#: (the PDF's printing, one core's work for minutes, overlaps the unit tests, the builds and the
-#: browser tests); their output is kept in _build/<name>.log and printed when they end.
+#: (on two cores the PDF's printing overlaps the builds and the browser tests); their output is
+#: kept in _build/<name>.log and printed at the end.
 BACKGROUND = [
     ("pdf", ["sh", "-c", f"{PYTHON} tools/build_pdf.py --no-execute && "
                          f"{' '.join(PYTEST)} tests/book/test_pdf.py -m pdf -q"], ("notebooks",)),
 ]
 
 
-def children_cpu() -> float:
-    """CPU seconds (user and system) of every finished child process and its descendants so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def machine_cpu() -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine so far (Linux's /proc/stat), or None elsewhere."""
+    try:
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + ticks[4]  # idle and waiting for I/O
+    return sum(ticks) - idle, sum(ticks)
 
 
-def run_phase(name: str, command: list[str], env: dict[str, str] | None = None) -> tuple[bool, float, float]:
+def busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the machine's cores that was busy between two readings of ``machine_cpu``."""
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def run_phase(name: str, command: list[str], env: dict[str, str] | None = None) -> tuple[bool, float, float | None]:
     print(f"\n=== {name}: {' '.join(command)}", flush=True)
-    start, cpu = time.perf_counter(), children_cpu()
+    start, cpu = time.perf_counter(), machine_cpu()
     result = subprocess.run(command, cwd=ROOT, env=None if env is None else dict(os.environ, **env))
-    return result.returncode == 0, time.perf_counter() - start, children_cpu() - cpu
+    return result.returncode == 0, time.perf_counter() - start, busy_share(cpu, machine_cpu())
 
 
 def chapter_seconds() -> dict[str, float]:
@@ -82,16 +92,15 @@ def chapter_seconds() -> dict[str, float]:
     return {Path(path).stem: seconds for path, seconds in json.loads(TIMINGS.read_text()).items()}
 
 
-def report(results: list[tuple[str, str, float, float]], total: float) -> str:
-    """Wall and CPU seconds per phase; the CPU total over the cores shows how busy they were kept."""
-    cores = os.cpu_count() or 1
-    cpu = sum(row[3] for row in results)
-    lines = ["", f"test command: time per phase ({cores}-core machine)", "",
-             f"  {'phase':<17} {'status':<8} {'wall':>8} {'cpu':>8}"]
-    lines += [f"  {name:<17} {status:<8} {seconds:7.1f}s {used:7.1f}s" for name, status, seconds, used in results]
-    lines += [f"  {'total':<17} {'':<8} {total:7.1f}s {cpu:7.1f}s",
-              f"  the {cores} cores were busy {100 * cpu / (cores * total):.0f} % of the time; "
-              f"the CPU work alone needs at least {cpu / cores:.0f} s on them", ""]
+def report(results: list[tuple[str, str, float, float | None]], total: float, busy: float | None) -> str:
+    """Seconds per phase, and how busy the cores were meanwhile (background phases included)."""
+    def share(value):
+        return "" if value is None else f"{100 * value:5.0f} %"
+
+    lines = ["", f"test command: time per phase ({os.cpu_count()}-core machine)", "",
+             f"  {'phase':<17} {'status':<8} {'seconds':>8}  cores busy"]
+    lines += [f"  {name:<17} {status:<8} {seconds:8.1f}  {share(used)}" for name, status, seconds, used in results]
+    lines += [f"  {'total':<17} {'':<8} {total:8.1f}  {share(busy)}", ""]
     chapters = chapter_seconds()
     if chapters:
         lines.append("chapter execution under nbval (cell time, two chapters at a time):")
@@ -107,23 +116,32 @@ def phase_environment(name: str, passed: dict[str, bool]) -> dict[str, str] | No
     return None
 
 
-def start_background(name: str, command: list[str]) -> tuple[subprocess.Popen, float, Path]:
-    log = ROOT / "_build" / f"{name.replace(' ', '-')}.log"
-    log.parent.mkdir(exist_ok=True)
-    print(f"\n=== {name} (in the background, output in {log.relative_to(ROOT)}): {' '.join(command)}", flush=True)
-    process = subprocess.Popen(command, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    return process, time.perf_counter(), log
+class Background:
+    """A phase running beside the others; a thread notes when it ends, so its time is its own."""
 
+    def __init__(self, name: str, command: list[str]):
+        self.name = name
+        self.log = ROOT / "_build" / f"{name.replace(' ', '-')}.log"
+        self.log.parent.mkdir(exist_ok=True)
+        print(f"\n=== {name} (in the background, output in {self.log.relative_to(ROOT)}): {' '.join(command)}",
+              flush=True)
+        self.started, self.cpu = time.perf_counter(), machine_cpu()
+        self.process = subprocess.Popen(command, cwd=ROOT, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        self.ended: tuple[float, tuple[int, int] | None] | None = None
+        self.watcher = threading.Thread(target=self._watch, daemon=True)
+        self.watcher.start()
 
-def finish_background(name: str, process: subprocess.Popen, started: float,
-                      log: Path) -> tuple[bool, float, float]:
-    cpu = children_cpu()  # a background phase's CPU is counted when it is waited for
-    ok = process.wait() == 0
-    cpu = children_cpu() - cpu
-    seconds = time.perf_counter() - started
-    print(f"\n=== {name} (background) {'passed' if ok else 'FAILED'} after {seconds:.0f} s:\n{log.read_text()}",
-          flush=True)
-    return ok, seconds, cpu
+    def _watch(self) -> None:
+        self.process.wait()
+        self.ended = (time.perf_counter(), machine_cpu())
+
+    def finish(self) -> tuple[bool, float, float | None]:
+        self.watcher.join()
+        ok = self.process.returncode == 0
+        seconds = self.ended[0] - self.started
+        print(f"\n=== {self.name} (background) {'passed' if ok else 'FAILED'} after {seconds:.0f} s:\n"
+              f"{self.log.read_text()}", flush=True)
+        return ok, seconds, busy_share(self.cpu, self.ended[1])
 
 
 def main(argv: list[str]) -> int:
@@ -138,8 +156,8 @@ def main(argv: list[str]) -> int:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     passed: dict[str, bool] = {}
     results = []
-    start = time.perf_counter()
-    running = {}
+    start, cpu = time.perf_counter(), machine_cpu()
+    running: dict[str, Background] = {}
 
     def inputs_passed(needs) -> bool:
         return all(passed.get(need, need not in passed and bool(only)) for need in needs)
@@ -152,27 +170,27 @@ def main(argv: list[str]) -> int:
                                                                       if not only):
                 continue
             if inputs_passed(needs):
-                running[name] = start_background(name, command)
+                running[name] = Background(name, command)
 
     for name, command, needs in PHASES:
         start_ready_background()
         if only and name not in only and name != "install":
             continue
         if not inputs_passed(needs):
-            results.append((name, "skipped", 0.0, 0.0))
+            results.append((name, "skipped", 0.0, None))
             passed[name] = False
             continue
-        ok, seconds, cpu = run_phase(name, command, phase_environment(name, passed))
+        ok, seconds, busy = run_phase(name, command, phase_environment(name, passed))
         passed[name] = ok
-        results.append((name, "ok" if ok else "FAILED", seconds, cpu))
+        results.append((name, "ok" if ok else "FAILED", seconds, busy))
     start_ready_background()
     for name, command, needs in BACKGROUND:
         if name in running:
-            ok, seconds, cpu = finish_background(name, *running[name])
-            results.append((f"{name} (bg)", "ok" if ok else "FAILED", seconds, cpu))
+            ok, seconds, busy = running[name].finish()
+            results.append((f"{name} (bg)", "ok" if ok else "FAILED", seconds, busy))
         elif not only or name in only:
-            results.append((name, "skipped", 0.0, 0.0))
-    text = report(results, time.perf_counter() - start)
+            results.append((name, "skipped", 0.0, None))
+    text = report(results, time.perf_counter() - start, busy_share(cpu, machine_cpu()))
     print(text)
     REPORT.parent.mkdir(exist_ok=True)
     REPORT.write_text(text)
