@@ -60,10 +60,6 @@ BACKGROUND = [
     ("pdf", ["sh", "-c", f"{PYTHON} tools/build_pdf.py --no-execute && "
                          f"{' '.join(PYTEST)} tests/book/test_pdf.py -m pdf -q"], ("notebooks",)),
 ]
-#: Prefix of a phase started while a background phase runs. The PDF is the longest chain of the
-#: run and mostly one process (Chromium printing); at a lower priority the phases beside it
-#: leave it one core and take everything else, so it no longer ends the run alone on one core.
-BESIDE_BACKGROUND = ["nice", "-n", "10"]
 
 
 def machine_cpu() -> tuple[int, int] | None:
@@ -184,8 +180,6 @@ def main(argv: list[str]) -> int:
             results.append((name, "skipped", 0.0, None))
             passed[name] = False
             continue
-        if any(job.process.poll() is None for job in running.values()):
-            command = BESIDE_BACKGROUND + command
         ok, seconds, busy = run_phase(name, command, phase_environment(name, passed))
         passed[name] = ok
         results.append((name, "ok" if ok else "FAILED", seconds, busy))
