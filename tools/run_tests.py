@@ -9,8 +9,9 @@ for the results appendix), book build and student build (rendered from the
 executed chapters, nothing executed again) and browser tests (the built
 books and the live figures in JupyterLab). The PDF edition and its tests run
 in the background from the end of the notebook phase, beside the builds and
-the browser tests. The tests with time limits and the notebooks (whose times
-DESIGN.md budgets, two chapters at a time) run with nothing beside them. A
+the browser tests. The unit and grader tests (many exercise checks have time
+limits) and the notebooks (whose times DESIGN.md budgets, two chapters at a
+time) run with nothing beside them. A
 phase whose inputs failed is skipped; the command fails if any phase failed.
 The report (each phase's seconds, how busy the cores were meanwhile, and each
 chapter's seconds) is printed and written to _build/test-report.txt.
@@ -65,7 +66,8 @@ BACKGROUND = [
 def machine_cpu() -> tuple[int, int] | None:
     """(busy, total) CPU ticks of the whole machine so far (Linux's /proc/stat), or None elsewhere."""
     try:
-        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        # user, nice, system, idle, iowait, irq, softirq, steal (guest time is inside user and nice)
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:9]]
     except (OSError, ValueError):
         return None
     idle = ticks[3] + ticks[4]  # idle and waiting for I/O
