@@ -134,17 +134,21 @@ class Bottleneck(NamedTuple):
 
 
 def information_bottleneck(p_xy, num_clusters: int, beta: float, *, iterations: int = 500, seed: int = 0,
-                           encoder=None) -> Bottleneck:
+                           encoder=None, jitter: float = 0.0) -> Bottleneck:
     """Blahut-Arimoto iteration of the discrete information bottleneck, min I(Z; X) - β I(Z; Y) (Chapter 18).
 
     Repeats p(z|x) ∝ p(z) exp(-β KL(p(y|x) ‖ p(y|z))), p(z) = Σ_x p(x) p(z|x) and
     p(y|z) = Σ_x p(y|x) p(x|z) from a random encoder (or ``encoder``, to follow
-    a path in β).
+    a path in β). Codes that are copies of each other stay copies under the
+    iteration, so a path needs its splits seeded: ``jitter`` multiplies the
+    given encoder entrywise by 1 + jitter·U(0, 1), drawn from ``seed``, instead
+    of leaving them to rounding errors.
     """
     p = _table("p_xy", p_xy, ndim=2)
     num_clusters = check_int("num_clusters", num_clusters, minimum=1)
     beta = check_float("beta", beta, low=0.0)
     iterations = check_int("iterations", iterations, minimum=1)
+    jitter = check_float("jitter", jitter, low=0.0)
     p_x = p.sum(1)
     if (p_x == 0).any():
         raise ValueError("p_xy must give every x positive probability")
@@ -153,6 +157,8 @@ def information_bottleneck(p_xy, num_clusters: int, beta: float, *, iterations: 
         q = _random_distribution((len(p_x), num_clusters), generator(seed))
     else:
         q = as_tensor("encoder", encoder, shape=(len(p_x), num_clusters), floating=True, dtype=torch.float64)
+        q = q * (1 + jitter * torch.rand(q.shape, generator=generator(seed), dtype=torch.float64))
+        q = q / q.sum(1, keepdim=True)
     for _ in range(iterations):
         p_z = p_x @ q
         p_y_z = (q * p_x[:, None]).T @ p_y_x / p_z.clamp_min(1e-300)[:, None]      # (Z, Y)
