@@ -92,6 +92,19 @@ def test_bottleneck_path_is_monotone_in_beta():
     assert zy[0] < 1e-6 < zy[-1]                    # small beta compresses everything away
 
 
+def test_jitter_splits_copied_codes_and_only_the_seed_decides_how():
+    p = _informative(1)
+    copies = torch.full((4, 3), 1 / 3, dtype=torch.float64)       # every code the same distribution
+    kept = it.information_bottleneck(p, 3, 50.0, iterations=200, encoder=copies)
+    assert kept.info_zy < 1e-12                                   # copies stay copies: nothing learnt
+    split = it.information_bottleneck(p, 3, 50.0, iterations=200, encoder=copies, jitter=1e-3, seed=4)
+    again = it.information_bottleneck(p, 3, 50.0, iterations=200, encoder=copies, jitter=1e-3, seed=4)
+    assert split.info_zy > 0.5 * it.mutual_information(p)
+    assert torch.equal(split.encoder, again.encoder)
+    with pytest.raises(ValueError, match="jitter"):
+        it.information_bottleneck(p, 3, 50.0, encoder=copies, jitter=-0.1)
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError, match="sum to 1"):
         it.entropy(torch.tensor([0.5, 0.6], dtype=torch.float64))
