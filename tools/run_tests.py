@@ -37,7 +37,8 @@ GRADER_TESTS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "cours
 
 #: (name, command, phases it needs). Each command runs from the repository root.
 PHASES = [
-    ("install", ["make", "--no-print-directory", "setup"], ()),
+    # -j2: the Debian packages download and install beside the virtual environment.
+    ("install", ["make", "--no-print-directory", "-j2", "setup"], ()),
     ("lint", [str(ROOT / ".venv" / "bin" / "ruff"), "check", "lib", "tests", "tools", "conftest.py"],
      ("install",)),
     # Work stealing: the contract tests take up to seconds each, the rest milliseconds; a worker that
